@@ -1,0 +1,60 @@
+"""rlbook: the library beside the book *Reinforcement learning for language models*.
+
+Flat public API: ``import rlbook as rl`` then ``rl.rewards_to_go(...)``, ``rl.gae(...)``, ...
+Each name lives in one small module (one equation, one pure function); this file only gathers
+them. The language-model pieces live in :mod:`rlbook.lm` (imported on first use, as they pull in
+``transformers``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# Modules whose ``__all__`` is re-exported here, in reading order of the book.
+_MODULES = [
+    "seeding",
+    "config",
+    "history",
+    "headline",
+    # --- Part I (returns, score functions, REINFORCE) ---
+    "returns",
+    "policy_gradient",
+    "envs.bandits",
+    "envs.tabular",
+    "envs.cartpole",
+    "plotting",
+    "algos.reinforce",
+    # --- Part II (advantages, importance sampling, TRPO, PPO) ---
+    "advantages",
+    "importance",
+    "losses",
+    "kl",
+    "diagnostics",
+    # --- Part III (KL estimators, aggregation, group advantages, GRPO) ---
+    "aggregation",
+    "evaluation",
+    "rewards",
+    "algos.grpo",
+]
+
+__all__: list[str] = []
+for _name in _MODULES:
+    try:
+        _mod = importlib.import_module(f"rlbook.{_name}")
+    except ModuleNotFoundError as _err:  # a module of a later part not written yet
+        if _err.name != f"rlbook.{_name}":
+            raise
+        continue
+    for _public in _mod.__all__:
+        if _public in globals() and globals()[_public] is not getattr(_mod, _public):
+            raise ImportError(f"rlbook: public name {_public!r} defined twice (in rlbook.{_name})")
+        globals()[_public] = getattr(_mod, _public)
+        __all__.append(_public)
+
+
+def __getattr__(name: str):
+    if name in ("lm", "widgets", "reference", "exercises"):
+        return importlib.import_module(f"rlbook.{name}")
+    raise AttributeError(f"module 'rlbook' has no attribute {name!r}")

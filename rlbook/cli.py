@@ -1,0 +1,171 @@
+"""``rlbook``: run the book's chapters headless, or list them.
+
+    rlbook list                       # the chapters, in reading order
+    rlbook run                        # execute every chapter (small size), summary table at the end
+    rlbook run 03                     # one chapter (or several: rlbook run 02 03)
+    rlbook run --size full --out runs/full
+
+Executed notebooks are written to the output folder (default ``runs/<size>``); the sources in
+``notebooks/`` are never overwritten. The exit status is 1 if any chapter failed, and the failing
+cell's error is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlbook.config import SIZES
+from rlbook.headline import HEADLINE_MARK
+
+__all__ = ["Chapter", "find_notebooks_dir", "list_chapters", "run_chapter", "main"]
+
+
+@dataclass
+class Chapter:
+    """A chapter notebook: its number (``"03"``), title and path."""
+
+    number: str
+    title: str
+    path: Path
+
+
+def find_notebooks_dir(start: Path | None = None) -> Path:
+    """The ``notebooks/`` folder: under ``start`` (default: the working directory) or its parents,
+    else beside the installed package (an editable install from a clone).
+
+    Raises:
+        FileNotFoundError: no folder with chapter notebooks was found.
+    """
+    here = (start or Path.cwd()).resolve()
+    candidates = [p / "notebooks" for p in (here, *here.parents)]
+    candidates.append(Path(__file__).resolve().parents[1] / "notebooks")
+    for c in candidates:
+        if c.is_dir() and any(c.glob("[0-9][0-9]_*.ipynb")):
+            return c
+    raise FileNotFoundError("no notebooks/ folder with chapters (NN_name.ipynb) found; run from the repository root")
+
+
+def _title(path: Path) -> str:
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return path.stem
+    for cell in cells:
+        if cell.get("cell_type") == "markdown":
+            for line in "".join(cell.get("source", "")).splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return path.stem
+
+
+def list_chapters(notebooks_dir: Path | None = None) -> list[Chapter]:
+    """Every ``NN_name.ipynb`` chapter in reading order."""
+    nb_dir = notebooks_dir or find_notebooks_dir()
+    return [Chapter(p.name[:2], _title(p), p) for p in sorted(nb_dir.glob("[0-9][0-9]_*.ipynb"))]
+
+
+def _headline(nb) -> str:
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text", "") if out.get("output_type") == "stream" else ""
+            for line in text.splitlines():
+                if line.startswith(HEADLINE_MARK):
+                    return line[len(HEADLINE_MARK):].strip()
+    return ""
+
+
+def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800) -> dict:
+    """Execute one chapter with nbclient at ``size``; write it to ``out_dir``; return a result row.
+
+    The row has ``chapter, title, status ('ok' | 'FAILED'), seconds, headline, error``.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(chapter.path, as_version=4)
+    os.environ["RLBOOK_SIZE"] = size
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(chapter.path.parent)}})
+    start = time.perf_counter()
+    status, error = "ok", ""
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        status, error = "FAILED", str(err)
+    except Exception as err:  # kernel died, timeout, ...
+        status, error = "FAILED", f"{type(err).__name__}: {err}"
+    seconds = time.perf_counter() - start
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, out_dir / chapter.path.name)
+    return dict(chapter=chapter.number, title=chapter.title, status=status, seconds=seconds,
+                headline=_headline(nb), error=error)
+
+
+def _table(rows: list[dict]) -> str:
+    head = f"{'chapter':<8}{'status':<8}{'seconds':>9}  headline"
+    lines = [head, "-" * max(len(head), 60)]
+    for r in rows:
+        lines.append(f"{r['chapter'] + ' ':<8}{r['status']:<8}{r['seconds']:>9.1f}  {r['headline'] or r['title']}")
+    return "\n".join(lines)
+
+
+def _cmd_list(args) -> int:
+    for ch in list_chapters():
+        print(f"{ch.number}  {ch.title}  ({ch.path.name})")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from tqdm.auto import tqdm
+
+    size = args.size or os.environ.get("RLBOOK_SIZE", "small")
+    if size not in SIZES:
+        print(f"rlbook: --size must be one of {SIZES}; got {size!r}", file=sys.stderr)
+        return 2
+    chapters = list_chapters()
+    if args.chapters:
+        wanted = [c.zfill(2) for c in args.chapters]
+        unknown = [w for w in wanted if w not in {c.number for c in chapters}]
+        if unknown:
+            print(f"rlbook: no chapter {', '.join(unknown)}; see `rlbook list`", file=sys.stderr)
+            return 2
+        chapters = [c for c in chapters if c.number in wanted]
+    out_dir = Path(args.out or f"runs/{size}")
+    rows = []
+    bar = tqdm(chapters, desc=f"chapters ({size})", unit="chapter")
+    for ch in bar:
+        bar.set_postfix_str(ch.path.name)
+        rows.append(run_chapter(ch, out_dir, size))
+    bar.close()
+    print()
+    print(_table(rows))
+    print(f"\nexecuted notebooks written to {out_dir}/")
+    failed = [r for r in rows if r["status"] != "ok"]
+    for r in failed:
+        print(f"\n=== chapter {r['chapter']} failed ===\n{r['error']}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``rlbook`` command."""
+    parser = argparse.ArgumentParser(prog="rlbook", description="Run or list the chapters of rlbook.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the chapters").set_defaults(fn=_cmd_list)
+    run = sub.add_parser("run", help="execute chapters headless and print a summary table")
+    run.add_argument("chapters", nargs="*", help="chapter numbers (default: all), e.g. 02 03")
+    run.add_argument("--size", choices=SIZES, help="small (default; 2 CPU cores) or full; or set $RLBOOK_SIZE")
+    run.add_argument("--out", help="output folder for executed notebooks (default: runs/<size>)")
+    run.set_defaults(fn=_cmd_run)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

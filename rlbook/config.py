@@ -1,0 +1,48 @@
+"""The book's one size switch and the device choice.
+
+``RLBOOK_SIZE=small`` (the default) sizes every chapter to run in under ~3 minutes on 2 CPU cores;
+``RLBOOK_SIZE=full`` trains longer and larger, on a GPU when one is present. Chapters read the size
+through :func:`get_size` and pick their settings with :func:`by_size`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TypeVar
+
+import torch
+
+__all__ = ["SIZES", "get_size", "by_size", "get_device"]
+
+SIZES = ("small", "full")
+T = TypeVar("T")
+
+
+def get_size(size: str | None = None) -> str:
+    """Return the active size: ``size`` if given, else ``$RLBOOK_SIZE``, else ``"small"``.
+
+    Raises:
+        ValueError: the size is not one of ``SIZES``.
+    """
+    value = size if size is not None else os.environ.get("RLBOOK_SIZE", "small")
+    value = str(value).strip().lower()
+    if value not in SIZES:
+        raise ValueError(f"`size` (or $RLBOOK_SIZE) must be one of {SIZES}; got {value!r}")
+    return value
+
+
+def by_size(small: T, full: T, size: str | None = None) -> T:
+    """Pick ``small`` or ``full`` according to :func:`get_size`.
+
+    Example:
+        >>> by_size(small=100, full=10_000, size="small")
+        100
+    """
+    return small if get_size(size) == "small" else full
+
+
+def get_device(device: str | torch.device | None = None) -> torch.device:
+    """Return ``device`` if given, else CUDA when available, else CPU."""
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

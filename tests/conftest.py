@@ -1,0 +1,11 @@
+import os
+
+import torch
+from hypothesis import settings
+
+# CI profile: reproducible examples, no per-example deadline (2-core machines are noisy).
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60, print_blob=True)
+settings.register_profile("dev", deadline=None, max_examples=30)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
