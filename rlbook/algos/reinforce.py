@@ -43,6 +43,7 @@ __all__ = [
     "reinforce_weights",
     "episode_gradients",
     "baseline_values",
+    "fit_value_function",
     "gradient_variance",
 ]
 
@@ -252,6 +253,35 @@ def _fit_value(value_fn: nn.Module, opt: torch.optim.Optimizer, batch: EpisodeBa
         loss.backward()
         opt.step()
     return float(loss.detach())
+
+
+def fit_value_function(
+    batch: EpisodeBatch,
+    gamma: float = 1.0,
+    epochs: int = 300,
+    lr: float = 1e-2,
+    hidden_sizes: tuple[int, ...] = (64,),
+    seed: int = 0,
+) -> nn.Module:
+    """Fit a fresh V_φ(s) to the rewards-to-go of ``batch`` by full-batch regression.
+
+    Args:
+        batch: episodes of the policy whose value is wanted.
+        gamma: discount of the rewards-to-go targets, in [0, 1].
+        epochs: Adam steps (≥ 1); lr: learning rate; hidden_sizes: MLP widths (tanh).
+        seed: seeds the network initialisation.
+    Returns:
+        A module mapping observations (..., 4) to values (..., 1).
+    Raises:
+        ValueError: ``gamma`` outside [0, 1] or ``epochs`` < 1.
+    """
+    _checks.check_in_range("gamma", gamma, 0.0, 1.0)
+    _checks.check_positive("epochs", epochs)
+    torch.manual_seed(seed)
+    value_fn = _mlp((batch.obs.shape[-1], *hidden_sizes, 1))
+    targets = rewards_to_go(batch.rewards, gamma, terminated=batch.terminated, truncated=batch.truncated)
+    _fit_value(value_fn, torch.optim.Adam(value_fn.parameters(), lr=lr), batch, targets, int(epochs))
+    return value_fn
 
 
 def train_reinforce(config: ReinforceConfig | None = None, progress: bool = True) -> History:

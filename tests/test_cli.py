@@ -1,0 +1,82 @@
+"""The `rlbook` command: list and run chapters headless, summary table, failures, sources untouched."""
+
+import json
+
+import nbformat
+import pytest
+import torch
+
+from rlbook import cli, exercises
+from rlbook.returns import rewards_to_go
+
+
+def _write(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# Title of {path.stem}")] + [nbformat.v4.new_code_cell(s) for s in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture()
+def book(tmp_path, monkeypatch):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _write(nbs / "01_ok.ipynb", "import os\nprint(os.environ['RLBOOK_SIZE'])",
+           "from rlbook import report_headline\nreport_headline('toy: 42 reached')")
+    _write(nbs / "02_broken.ipynb", "raise RuntimeError('learning broke: 12 < 475')")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_list(book, capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "01  Title of 01_ok" in out and "02  Title of 02_broken" in out
+
+
+def test_run_one_chapter_writes_output_and_headline(book, capsys):
+    src = (book / "notebooks" / "01_ok.ipynb").read_text()
+    assert cli.main(["run", "1", "--size", "full", "--out", "out"]) == 0
+    out = capsys.readouterr().out
+    assert "toy: 42 reached" in out and "ok" in out
+    executed = json.loads((book / "out" / "01_ok.ipynb").read_text())
+    assert "".join(executed["cells"][1]["outputs"][0]["text"]).strip() == "full"  # the size switch reached the kernel
+    assert (book / "notebooks" / "01_ok.ipynb").read_text() == src  # sources never overwritten
+
+
+def test_run_failure_exits_nonzero_and_shows_error(book, capsys):
+    assert cli.main(["run", "--out", "out"]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED" in captured.out and "learning broke: 12 < 475" in captured.err
+
+
+def test_run_unknown_chapter(book, capsys):
+    assert cli.main(["run", "07"]) == 2
+    assert "no chapter 07" in capsys.readouterr().err
+
+
+def test_no_notebooks_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "x" / "cli.py"))
+    with pytest.raises(FileNotFoundError, match="notebooks"):
+        cli.find_notebooks_dir(tmp_path)
+
+
+def test_exercise_checker_accepts_reference_and_rejects_wrong(capsys):
+    def my_rtg(rewards, gamma, terminated, truncated):
+        return rewards_to_go(rewards, gamma, terminated=terminated, truncated=truncated)
+
+    assert exercises.check("rewards_to_go", my_rtg)
+    assert "✓ rewards_to_go" in capsys.readouterr().out
+
+    def wrong(rewards, gamma, terminated, truncated):  # forgets the episode boundaries
+        return rewards_to_go(rewards, gamma)
+
+    with pytest.raises(AssertionError, match="differs"):
+        exercises.check("rewards_to_go", wrong)
+    with pytest.raises(ValueError, match="name"):
+        exercises.check("nope", wrong)
+
+
+def test_exercise_softmax_score_closed_form():
+    assert exercises.check("softmax_score", lambda z, a: torch.nn.functional.one_hot(a, z.shape[-1]) - z.softmax(-1))

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import rlbook as rl
+from rlbook.history import History, rolling_mean
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=40), st.integers(1, 10))
+def test_rolling_mean_matches_naive(values, window):
+    got = rolling_mean(values, window)
+    want = [np.mean(values[max(0, i - window + 1): i + 1]) for i in range(len(values))]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6)
+
+
+def test_steps_to_threshold_needs_full_window():
+    h = History()
+    for i, ret in enumerate([500.0] * 3 + [10.0] * 2 + [500.0] * 20):
+        h.add_episode(ret, int(ret), (i + 1) * 100)
+    # the first 3 episodes alone would average 500, but a window needs 20 episodes
+    assert h.steps_to_threshold(475, window=20) == 2400  # episodes 5..24: (19·500 + 10)/20 = 475.5
+    assert h.steps_to_threshold(490, window=20) == 2500  # needs a window free of the 10s
+    assert h.steps_to_threshold(475, window=3) == 300
+    assert h.steps_to_threshold(1000, window=3) is None
+    with pytest.raises(ValueError, match="window"):
+        h.steps_to_threshold(475, window=0)
+
+
+def test_history_log_and_lookup():
+    h = History()
+    h.log(loss=torch.tensor(1.5), kl=0.1)
+    h.log(loss=0.5, kl=0.2)
+    np.testing.assert_allclose(h["loss"], [1.5, 0.5])
+    assert h.num_updates == 2 and "kl" in h and h.summary()["kl"] == 0.2
+    with pytest.raises(KeyError, match="nope"):
+        h["nope"]
+
+
+def test_size_switch(monkeypatch):
+    monkeypatch.delenv("RLBOOK_SIZE", raising=False)
+    assert rl.get_size() == "small" and rl.by_size(1, 2) == 1
+    monkeypatch.setenv("RLBOOK_SIZE", "full")
+    assert rl.get_size() == "full" and rl.by_size(1, 2) == 2
+    monkeypatch.setenv("RLBOOK_SIZE", "huge")
+    with pytest.raises(ValueError, match="RLBOOK_SIZE"):
+        rl.get_size()
+    assert rl.get_device("cpu").type == "cpu"
+
+
+def test_seed_everything_reproducible_and_validated():
+    g = rl.seed_everything(3)
+    a = torch.rand(3), np.random.rand(), torch.rand(2, generator=g)
+    g = rl.seed_everything(3)
+    b = torch.rand(3), np.random.rand(), torch.rand(2, generator=g)
+    assert torch.equal(a[0], b[0]) and a[1] == b[1] and torch.equal(a[2], b[2])
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="seed"):
+            rl.seed_everything(bad)
+
+
+def test_report_headline(capsys):
+    line = rl.report_headline("X: 1 step")
+    assert capsys.readouterr().out.strip() == line == f"{rl.HEADLINE_MARK} X: 1 step"
+    with pytest.raises(ValueError, match="text"):
+        rl.report_headline("two\nlines")
+
+
+def test_check_helpers_name_the_argument():
+    from rlbook import _checks
+
+    with pytest.raises(ValueError, match="`gamma` must be in \\[0.0, 1.0\\]"):
+        _checks.check_in_range("gamma", -0.1, 0.0, 1.0)
+    with pytest.raises(ValueError, match="`terminated` must have the same shape as `rewards`"):
+        _checks.check_same_shape(rewards=torch.zeros(2, 3), terminated=torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="`x` contains NaN"):
+        _checks.as_float_tensor("x", [1.0, float("nan")])
+    with pytest.raises(ValueError, match="`p` must sum to 1"):
+        _checks.check_probabilities("p", torch.tensor([0.5, 0.2]))
