@@ -130,7 +130,7 @@ grad_exact = bandit.exact_gradient(z)
 N = rl.by_size(small=20_000, full=200_000)
 samples = bandit.score_function_samples(z, N, generator=torch.Generator().manual_seed(1))
 estimate, sem = samples.mean(0), samples.std(0) / N**0.5
-print("J(θ)                 =", round(J.item(), 4))
+print("J(θ)                 =", round(J.detach().item(), 4))
 print("∇J closed form (2.4) =", grad_exact.numpy().round(4))
 print("∇J autograd          =", grad_autograd.numpy().round(4))
 print(f"∇J estimate, N={N}  =", estimate.numpy().round(3), "± s.e.", sem.numpy().round(3))
@@ -177,7 +177,7 @@ trajs, probs_tau = mdp.enumerate_trajectories(mdp.policy_probs(logits_mdp))
 g_enum_total = mdp.exact_policy_gradient(logits_mdp, kind="total")
 g_enum_rtg = mdp.exact_policy_gradient(logits_mdp, kind="rewards_to_go")
 g_occupancy = mdp.policy_gradient_theorem(logits_mdp)
-print(f"J(θ) = {float(J_mdp):.6f};  {len(probs_tau)} trajectories, Σ p(τ) = {float(probs_tau.sum()):.12f}")
+print(f"J(θ) = {J_mdp.detach().item():.6f};  {len(probs_tau)} trajectories, Σ p(τ) = {float(probs_tau.sum()):.12f}")
 print("∇J (autograd):\n", g_autograd.numpy().round(6))
 for name, g in [("enumeration, R(τ)", g_enum_total), ("enumeration, rewards-to-go", g_enum_rtg),
                 ("occupancy × advantage", g_occupancy)]:

@@ -33,6 +33,7 @@ from rlbook import _checks
 from rlbook.config import get_device
 from rlbook.envs.cartpole import EpisodeBatch, EpisodeBatcher
 from rlbook.history import History
+from rlbook.nets import mlp
 from rlbook.policy_gradient import mean_baseline, optimal_baseline, reinforce_loss
 from rlbook.returns import discounted_returns, rewards_to_go
 
@@ -72,12 +73,12 @@ class ReinforceConfig:
     """
 
     seed: int = 0
-    episodes_per_batch: int = 4
+    episodes_per_batch: int = 8
     total_env_steps: int = 100_000
     return_kind: Literal["total", "rewards_to_go"] = "rewards_to_go"
     baseline: Literal["none", "mean", "optimal", "value"] = "value"
     gamma: float = 0.99
-    lr: float = 1e-2
+    lr: float = 2e-2
     hidden_sizes: tuple[int, ...] = (64,)
     value_lr: float = 1e-2
     value_epochs: int = 20
@@ -97,15 +98,6 @@ class ReinforceConfig:
         _checks.check_positive("total_env_steps", self.total_env_steps)
 
 
-def _mlp(sizes: tuple[int, ...]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(nn.Tanh())
-    return nn.Sequential(*layers)
-
-
 class CategoricalMLPPolicy(nn.Module):
     """π_θ(a|s) = softmax(MLP_θ(s)) over discrete actions.
 
@@ -116,7 +108,7 @@ class CategoricalMLPPolicy(nn.Module):
 
     def __init__(self, obs_dim: int = 4, num_actions: int = 2, hidden_sizes: tuple[int, ...] = (64,)):
         super().__init__()
-        self.net = _mlp((obs_dim, *hidden_sizes, num_actions))
+        self.net = mlp((obs_dim, *hidden_sizes, num_actions))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Logits (..., A) for observations (..., obs_dim)."""
@@ -144,8 +136,16 @@ def reinforce_weights(batch: EpisodeBatch, return_kind: str, gamma: float) -> to
     ``"total"``: R(τ) at every step (discounted with ``gamma`` from the episode start);
     ``"rewards_to_go"``: Σ_{t'≥t} γ^{t'−t} r_{t'}.
 
+    Source: book eqs. (1.3), (1.5), (3.1); seed 001 "Vanilla Policy Gradient".
+
+    Args:
+        batch: N padded episodes (:class:`~rlbook.envs.cartpole.EpisodeBatch`).
+        return_kind: ``"total"`` or ``"rewards_to_go"``.
+        gamma: discount in [0, 1].
+    Returns:
+        (N, T) weights, no gradient (rewards are data).
     Raises:
-        ValueError: unknown ``return_kind``.
+        ValueError: unknown ``return_kind``; ``gamma`` outside [0, 1].
     """
     if return_kind not in RETURN_KINDS:
         raise ValueError(f"`return_kind` must be one of {RETURN_KINDS}; got {return_kind!r}")
@@ -162,7 +162,9 @@ def episode_gradients(policy: nn.Module, batch: EpisodeBatch, weights: torch.Ten
         batch: N episodes.
         weights: (N, T) weights (w_t − b_t); ``None`` gives the plain score Σ_t ∇ log π.
     Returns:
-        (N, P) tensor, P = number of policy parameters. Computed with ``torch.func`` (vmap of grad).
+        (N, P) tensor, P = number of policy parameters, in ``named_parameters`` order. Computed
+        with ``torch.func`` (vmap of grad); the policy's own ``.grad`` fields are untouched.
+    Source: the single-episode score-function estimator, book eq. (2.5) / (3.4).
     """
     params = {k: v.detach() for k, v in policy.named_parameters()}
     w = torch.ones_like(batch.rewards) if weights is None else weights.detach()
@@ -191,6 +193,14 @@ def baseline_values(
     b* = Σ_i u_i·v_i / Σ_i ‖u_i‖², with u_i = Σ_t ∇log π_t and v_i = Σ_t ∇log π_t w_t, which
     minimises E‖Σ_t ∇log π_t (w_t − b)‖² (for ``"total"`` weights it is E[‖u‖² R]/E[‖u‖²]).
     ``"value"``: V_φ(s_t) from ``value_fn``.
+
+    Source: book eqs. (3.4), (3.5); Greensmith, Bartlett & Baxter 2004 (optimal baseline).
+
+    Args:
+        kind: ``"none" | "mean" | "optimal" | "value"``.
+        weights: (N, T) weights w_t; batch: the episodes they belong to.
+    Returns:
+        (N, T) baseline values, no gradient.
 
     Raises:
         ValueError: unknown ``kind``, or the module it needs is missing.
@@ -229,6 +239,13 @@ def gradient_variance(
     ``variance`` = (1/(N−1)) Σ_i ‖g_i − ḡ‖² (trace of the covariance, per episode) and
     ``mean_sq_norm`` = ‖ḡ‖². The baseline is computed from the same batch (for "mean" and
     "optimal" this adds an O(1/N) bias the chapter discusses).
+
+    Args:
+        policy, batch: as in :func:`episode_gradients`; ``return_kind``, ``baseline`` and
+            ``gamma`` as in :class:`ReinforceConfig`; ``value_fn`` for the value baseline.
+    Returns:
+        dict with ``variance`` and ``mean_sq_norm`` (units: squared gradient norm).
+    Source: book section 3.5.
 
     Raises:
         ValueError: fewer than 2 episodes.
@@ -278,7 +295,7 @@ def fit_value_function(
     _checks.check_in_range("gamma", gamma, 0.0, 1.0)
     _checks.check_positive("epochs", epochs)
     torch.manual_seed(seed)
-    value_fn = _mlp((batch.obs.shape[-1], *hidden_sizes, 1))
+    value_fn = mlp((batch.obs.shape[-1], *hidden_sizes, 1))
     targets = rewards_to_go(batch.rewards, gamma, terminated=batch.terminated, truncated=batch.truncated)
     _fit_value(value_fn, torch.optim.Adam(value_fn.parameters(), lr=lr), batch, targets, int(epochs))
     return value_fn
@@ -305,7 +322,7 @@ def train_reinforce(config: ReinforceConfig | None = None, progress: bool = True
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     value_fn = value_opt = None
     if cfg.baseline == "value":
-        value_fn = _mlp((4, *cfg.hidden_sizes, 1)).to(device)
+        value_fn = mlp((4, *cfg.hidden_sizes, 1)).to(device)
         value_opt = torch.optim.Adam(value_fn.parameters(), lr=cfg.value_lr)
     gen = torch.Generator().manual_seed(cfg.seed)
     batcher = EpisodeBatcher(cfg.episodes_per_batch, seed=cfg.seed)
