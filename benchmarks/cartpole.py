@@ -1,0 +1,103 @@
+"""Part II benchmark: env steps (and wall seconds) for REINFORCE, TRPO and PPO to solve CartPole-v1.
+
+"Solved" = the mean return of the last 20 finished episodes (all envs, in finishing order) first
+reaches 475 (FIELD-NOTES convention, ``History.steps_to_threshold(475, 20)``). Runs are
+deterministic given the seed, so the step counts do not depend on machine load; wall seconds do.
+
+    python benchmarks/cartpole.py                          # all algorithms, seeds 0 1 2
+    python benchmarks/cartpole.py --algos ppo --seeds 0 1 2 3 4
+    python benchmarks/cartpole.py --algos ppo --stability  # keep training to the budget and report
+                                                           # the worst rolling-20 after reaching 475
+
+Prints one row per (algorithm, seed), a median row per algorithm, and as the LAST line one JSON
+object mapping each algorithm to its median env steps to 475 (null if most seeds never got there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+# Budgets (env steps) generous enough for every algorithm to reach 475 with its book defaults.
+# PPO's budget is also the horizon of its linear learning-rate schedule, so it keeps the config's
+# default (100k), the setting it was tuned with.
+BUDGETS = {"reinforce": 200_000, "trpo": 300_000, "ppo": 100_000}
+
+
+def _train(algo: str, seed: int, budget: int, stop: bool):
+    stop_at = 475.0 if stop else None
+    if algo == "ppo":
+        from rlbook.algos.ppo import PPOConfig, train_ppo
+        return train_ppo(PPOConfig(seed=seed, total_env_steps=budget, stop_at_return=stop_at), progress=False)
+    if algo == "trpo":
+        from rlbook.algos.trpo import TRPOConfig, train_trpo
+        return train_trpo(TRPOConfig(seed=seed, total_env_steps=budget, stop_at_return=stop_at), progress=False)
+    if algo == "reinforce":
+        # The lead's REINFORCE with its best-variant defaults (rlbook/algos/reinforce.py).
+        from rlbook.algos.reinforce import ReinforceConfig, train_reinforce
+        return train_reinforce(ReinforceConfig(seed=seed, total_env_steps=budget, stop_at_return=stop_at),
+                               progress=False)
+    raise ValueError(f"`algos` must be among {sorted(BUDGETS)}; got {algo!r}")
+
+
+def _median(values):
+    """Median treating 'never reached' (None) as +inf; None if the median itself is +inf."""
+    finite = [float("inf") if v is None else v for v in values]
+    med = statistics.median(finite)
+    return None if med == float("inf") else med
+
+
+def _after_threshold(hist, window: int = 20):
+    """Worst and final rolling-``window`` mean return after the first crossing of 475."""
+    steps = hist.steps_to_threshold(475, window)
+    if steps is None:
+        return None, None
+    rolling = hist.rolling_returns(window)
+    first = hist.episode_end_steps.index(steps)
+    return float(rolling[first:].min()), float(rolling[-1])
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", nargs="+", default=["reinforce", "trpo", "ppo"], choices=sorted(BUDGETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--budget", type=int, default=None, help="env-step budget (default: per algorithm)")
+    parser.add_argument("--stability", action="store_true",
+                        help="train to the full budget and report the worst rolling-20 after reaching 475")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for CartPole)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    header = f"{'algorithm':<10} {'seed':>4} {'steps to 475':>13} {'wall s':>8}"
+    if args.stability:
+        header += f" {'min r20 after':>14} {'final r20':>10}"
+    print(header)
+    print("-" * len(header))
+    medians = {}
+    for algo in args.algos:
+        steps_list, walls = [], []
+        for seed in args.seeds:
+            start = time.perf_counter()
+            hist = _train(algo, seed, args.budget or BUDGETS[algo], stop=not args.stability)
+            wall = time.perf_counter() - start
+            steps = hist.steps_to_threshold(475, 20)
+            steps_list.append(steps)
+            walls.append(wall)
+            row = f"{algo:<10} {seed:>4} {steps if steps is not None else 'never':>13} {wall:>8.1f}"
+            if args.stability:
+                worst, final = _after_threshold(hist)
+                row += f" {worst if worst is not None else float('nan'):>14.1f} {hist.final_rolling_return(20):>10.1f}"
+            print(row, flush=True)
+        medians[algo] = _median(steps_list)
+        med = medians[algo]
+        print(f"{algo:<10} {'med':>4} {med if med is not None else 'never':>13} {statistics.median(walls):>8.1f}")
+    print(json.dumps(medians))
+    return medians
+
+
+if __name__ == "__main__":
+    main()

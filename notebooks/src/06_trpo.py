@@ -1,0 +1,453 @@
+# %% [markdown]
+# # 6. Trust regions: TRPO
+#
+# **Goals.** By the end of this chapter you can
+# * state and check the *performance-difference lemma*, which measures the gain of a new policy with
+#   the *old* policy's advantages;
+# * explain why the *surrogate* objective, which freezes the state distribution, agrees with the true
+#   return to first order and no further, and how far a KL penalty makes it a guaranteed lower bound;
+# * derive TRPO's update: maximise the linearised surrogate inside a ball of average KL, whose
+#   quadratic model is the Fisher information, giving the natural gradient scaled by
+#   $\alpha = \sqrt{2\delta / g^\top F^{-1} g}$;
+# * compute $F^{-1}g$ with conjugate gradient from Fisher-vector products only, and guard the step with
+#   a backtracking line search;
+# * train TRPO on CartPole and read its diagnostics.
+#
+# **Prerequisites.** Chapter 1 (returns, $V^\pi$, $Q^\pi$, $A^\pi$), chapter 3 (REINFORCE), chapter 4
+# (GAE), chapter 5 (importance sampling).
+#
+# **The problem.** A policy gradient tells us a *direction*. It says nothing about *how far* to go: a
+# step that is tiny in parameter space can change the policy a lot (a logit moving from 5 to 7 barely
+# matters; from 0 to 2 it matters a great deal), and a policy that has stepped too far collects bad
+# data, from which it may never recover. TRPO measures step length in the currency that matters —
+# how much the *distribution over actions* changes — and refuses steps that move it more than $\delta$.
+
+# %%
+import inspect
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import rlbook as rl
+
+rl.seed_everything(0)
+torch.set_num_threads(1)
+SIZE = rl.get_size()
+DEVICE = rl.get_device("cpu")  # CartPole-sized networks are fastest on the CPU
+
+# %% [markdown]
+# ## 6.1 The performance-difference lemma
+#
+# Write $J(\pi) = \mathbb E_{s_0\sim p_0}[V^\pi(s_0)]$ for the expected discounted return and
+# $\rho_\pi(s) = \sum_{t\ge0}\gamma^t\,\mathbb P_\pi(s_t = s)$ for the (unnormalised) discounted state
+# occupancy. For any two policies $\pi$ (old) and $\pi'$ (new),
+#
+# $$J(\pi') - J(\pi) \;=\; \mathbb E_{\tau\sim\pi'}\Big[\sum_{t\ge0}\gamma^t A^{\pi}(s_t, a_t)\Big]
+#   \;=\; \sum_s \rho_{\pi'}(s)\sum_a \pi'(a\mid s)\,A^\pi(s,a). \tag{6.1}$$
+#
+# *Proof.* $A^\pi(s,a) = \mathbb E[r + \gamma V^\pi(s') - V^\pi(s)]$, so inside the expectation over a
+# trajectory of $\pi'$ the sum telescopes:
+# $\sum_t\gamma^t\big(r_t + \gamma V^\pi(s_{t+1}) - V^\pi(s_t)\big) = \sum_t\gamma^t r_t - V^\pi(s_0)$,
+# whose expectation is $J(\pi') - J(\pi)$ because both policies start from the same $p_0$. Grouping the
+# terms by state gives the second form. $\square$
+#
+# Read (6.1) carefully: the advantages are the **old** policy's (we can estimate them from old data),
+# but the states are visited by the **new** policy, $\rho_{\pi'}$ — which we cannot know before we
+# have run $\pi'$. That single obstacle shapes everything that follows.
+#
+# We check (6.1) exactly on a small random MDP, where `rl.TabularMDP` computes $J$, $A^\pi$ and
+# $\rho_\pi$ by linear algebra.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mdp = rl.TabularMDP.random(num_states=6, num_actions=3, gamma=0.9, seed=0)
+g = torch.Generator().manual_seed(0)
+logits_old = torch.randn(6, 3, generator=g, dtype=torch.float64)
+logits_new = logits_old + torch.randn(6, 3, generator=g, dtype=torch.float64)
+pi_old, pi_new = mdp.policy_probs(logits_old), mdp.policy_probs(logits_new)
+
+lhs = mdp.expected_return(logits_new) - mdp.expected_return(logits_old)
+rhs = (mdp.occupancy(pi_new) * (pi_new * mdp.advantages(pi_old)).sum(-1)).sum()
+print(f"J(new) - J(old)                       = {float(lhs):.6f}")
+print(f"sum_s rho_new(s) sum_a pi_new A_old   = {float(rhs):.6f}")
+print("sum_a pi_old A_old = 0 in every state:", bool((pi_old * mdp.advantages(pi_old)).sum(-1).abs().max() < 1e-12))
+
+# %% [markdown]
+# ## 6.2 The surrogate: freeze the state distribution
+#
+# Replace $\rho_{\pi'}$ by $\rho_\pi$ in (6.1) — states from the data we already have:
+#
+# $$L_\pi(\pi') \;=\; J(\pi) + \sum_s \rho_\pi(s)\sum_a \pi'(a\mid s)\,A^\pi(s,a)
+#   \;=\; J(\pi) + \frac{1}{1-\gamma}\,\mathbb E_{s\sim d_\pi,\,a\sim\pi}\Big[\frac{\pi'(a\mid s)}{\pi(a\mid s)}A^\pi(s,a)\Big]. \tag{6.2}$$
+#
+# ($d_\pi = (1-\gamma)\rho_\pi$ is the normalised occupancy; the ratio is chapter 5's importance weight,
+# which lets us evaluate $L_\pi(\pi')$ for any candidate $\pi'$ from samples of $\pi$.) With
+# $\pi' = \pi_{\theta}$ and $\pi = \pi_{\theta_{\text{old}}}$:
+#
+# $$L(\theta_{\text{old}}) = J(\theta_{\text{old}}), \qquad
+#   \nabla_\theta L(\theta)\big|_{\theta_{\text{old}}} = \nabla_\theta J(\theta)\big|_{\theta_{\text{old}}}. \tag{6.3}$$
+#
+# The first because $\sum_a\pi(a|s)A^\pi(s,a) = 0$; the second because changing $\rho$ is a
+# second-order effect: $J - L = \sum_s(\rho_{\pi'} - \rho_\pi)(s)\sum_a\pi'(a|s)A^\pi(s,a)$ is a product
+# of two factors that both vanish at $\pi' = \pi$. So a *small enough* step that improves $L$ improves
+# $J$ — but (6.3) does not say how small. Below, $J$ and $L$ along a line through $\theta_{\text{old}}$:
+# tangent at $t = 0$, apart further out.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def surrogate_J(mdp, logits_old, logits):
+    """L_{π_old}(π_θ) of (6.2), computed exactly on the tabular MDP (differentiable in `logits`)."""
+    pi_o = mdp.policy_probs(logits_old)
+    pi = mdp.policy_probs(logits)
+    return mdp.expected_return(logits_old) + (mdp.occupancy(pi_o) * (pi * mdp.advantages(pi_o)).sum(-1)).sum()
+
+
+theta = logits_old.clone().requires_grad_(True)
+grad_J = torch.autograd.grad(mdp.expected_return(theta), theta)[0]
+grad_L = torch.autograd.grad(surrogate_J(mdp, logits_old, theta), theta)[0]
+print("L(old) == J(old):          ", bool(abs(surrogate_J(mdp, logits_old, logits_old) - mdp.expected_return(logits_old)) < 1e-12))
+print("grad L == grad J at old:   ", bool((grad_L - grad_J).abs().max() < 1e-12))
+print("|grad J| =", round(float(grad_J.norm()), 4))
+
+direction = grad_J / grad_J.norm()
+ts = np.linspace(-10, 20, 61)
+J_line = [float(mdp.expected_return(logits_old + t * direction)) for t in ts]
+L_line = [float(surrogate_J(mdp, logits_old, logits_old + t * direction)) for t in ts]
+for t in (0.5, 2.0, 8.0, 20.0):
+    J_t = float(mdp.expected_return(logits_old + t * direction))
+    L_t = float(surrogate_J(mdp, logits_old, logits_old + t * direction))
+    print(f"t = {t:4.1f}: J = {J_t:.4f}, L = {L_t:.4f}, J - L = {J_t - L_t:+.4f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3), dpi=80)
+ax.plot(ts, J_line, label="true return J")
+ax.plot(ts, L_line, "--", label="surrogate L (old states)")
+ax.axvline(0, color="gray", lw=0.5)
+ax.set_xlabel("step t along the normalised gradient")
+ax.set_ylabel("return")
+ax.legend()
+fig.tight_layout();
+
+# %% [markdown]
+# ## 6.3 How far can we trust $L$? A lower bound
+#
+# Kakade and Langford (2002) bounded $J - L$ for mixture policies; Schulman et al. (2015, Theorem 1)
+# extended it to any pair of policies. With $\varepsilon = \max_{s,a}|A^\pi(s,a)|$ and the largest
+# per-state KL, $D^{\max}_{\mathrm{KL}}(\pi,\pi') = \max_s \mathrm{KL}\big(\pi(\cdot|s)\,\|\,\pi'(\cdot|s)\big)$,
+#
+# $$J(\pi') \;\ge\; L_\pi(\pi') - C\,D^{\max}_{\mathrm{KL}}(\pi,\pi'), \qquad C = \frac{4\varepsilon\gamma}{(1-\gamma)^2}. \tag{6.4}$$
+#
+# The right side equals $J(\pi)$ at $\pi' = \pi$ and lies below $J$ everywhere, so *maximising it never
+# decreases $J$*: a minorise–maximise scheme with a monotone-improvement guarantee. We check (6.4)
+# on 300 random new policies at several distances from the old one.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+eps = float(mdp.advantages(pi_old).abs().max())
+C = 4 * eps * mdp.gamma / (1 - mdp.gamma) ** 2
+gaps, kls = [], []
+for k in range(300):
+    scale = [0.03, 0.1, 0.3, 1.0, 3.0][k % 5]
+    cand = logits_old + scale * torch.randn(6, 3, generator=g, dtype=torch.float64)
+    kl_max = float(rl.categorical_kl(logits_old, cand).max())
+    J_new = float(mdp.expected_return(cand))
+    L_new = float(surrogate_J(mdp, logits_old, cand))
+    gaps.append(J_new - (L_new - C * kl_max))
+    kls.append(kl_max)
+gaps = np.array(gaps)
+print(f"C = 4 eps gamma / (1-gamma)^2 = {C:.1f}")
+print(f"bound (6.4) violated in {(gaps < -1e-12).sum()} of {len(gaps)} random policies")
+print(f"smallest slack J - bound = {gaps.min():.4f};  median slack = {np.median(gaps):.3f}")
+
+# %% [markdown]
+# The bound always holds — and is very loose: with $\gamma = 0.9$ the penalty coefficient is
+# $C \approx 400\varepsilon$, so any KL worth talking about makes the bound useless. Steps that
+# maximise $L - C\,D^{\max}_{\mathrm{KL}}$ would be minuscule. TRPO keeps the *shape* of the idea and
+# changes two things:
+#
+# 1. the penalty becomes a **constraint**, $\mathrm{KL} \le \delta$, with $\delta$ a tunable step size
+#    in nats (e.g. $0.01$);
+# 2. the **maximum** over states becomes the **average** over visited states, which samples can estimate:
+#
+# $$\max_\theta\; \mathbb E_{s,a\sim\pi_{\text{old}}}\Big[\tfrac{\pi_\theta(a|s)}{\pi_{\text{old}}(a|s)}\hat A(s,a)\Big]
+#   \quad\text{s.t.}\quad \overline{\mathrm{KL}}(\theta) = \mathbb E_{s\sim\pi_{\text{old}}}\big[\mathrm{KL}(\pi_{\text{old}}(\cdot|s)\,\|\,\pi_\theta(\cdot|s))\big] \le \delta. \tag{6.5}$$
+#
+# ## 6.4 The average KL is locally a quadratic: the Fisher information
+#
+# At $\theta = \theta_{\text{old}}$ the average KL is 0 and minimal, so its gradient is 0, and its
+# second-order Taylor expansion is
+#
+# $$\overline{\mathrm{KL}}(\theta) \approx \tfrac12(\theta-\theta_{\text{old}})^\top F\,(\theta-\theta_{\text{old}}),
+#   \qquad F = \nabla^2_\theta\overline{\mathrm{KL}}\big|_{\theta_{\text{old}}}
+#   = \mathbb E_{s}\,\mathbb E_{a\sim\pi_{\text{old}}}\big[\nabla\log\pi(a|s)\,\nabla\log\pi(a|s)^\top\big]. \tag{6.6}$$
+#
+# The second equality — Hessian of the KL equals the Fisher information — follows from differentiating
+# $\mathrm{KL} = \sum_a p_a(\log p_a - \log q_a(\theta))$ twice in $\theta$: the term
+# $-\sum_a p_a \nabla^2\log q_a$ equals $\sum_a p_a \nabla\log q_a\nabla\log q_a^\top - \nabla^2\sum_a q_a$
+# at $q = p$, and $\sum_a q_a = 1$. We check it on a small neural policy three ways: an explicit
+# Fisher by enumerating actions, the autograd Hessian of the mean KL (both oracles in `rl.reference`),
+# and the library's **Fisher-vector product**, which never forms $F$: it differentiates
+# $(\nabla\overline{\mathrm{KL}})^\top v$ once more (Pearlmutter's trick), at the cost of two backward passes.
+
+# %%
+print(inspect.getsource(rl.fisher_vector_product).split('"""')[0] + '"""..."""' + inspect.getsource(rl.fisher_vector_product).split('"""')[2])
+
+# %%
+# NBVAL_CHECK_OUTPUT
+torch.manual_seed(0)
+policy = rl.mlp([3, 8, 3]).double()
+obs = torch.randn(16, 3, dtype=torch.float64)
+old_logits = policy(obs).detach()
+mean_kl = lambda: rl.categorical_kl(old_logits, policy(obs)).mean()  # noqa: E731  KL(π_old ‖ π_θ), 0 at θ_old
+
+F_enum = rl.reference.fisher_matrix_enumerated(policy, obs)
+F_hess = rl.reference.mean_kl_hessian(policy, obs)
+v = torch.randn(F_enum.shape[0], generator=g, dtype=torch.float64)
+Fv = rl.fisher_vector_product(mean_kl, policy, v)
+eig = torch.linalg.eigvalsh(F_enum)
+print(f"P = {F_enum.shape[0]} parameters")
+print("F_enum == Hessian of mean KL:", bool((F_enum - F_hess).abs().max() < 1e-12))
+print("fvp(v) == F_enum @ v:        ", bool((Fv - F_enum @ v).abs().max() < 1e-12))
+print(f"largest eigenvalue {float(eig.max()):.4f}; rank of F = {int((eig > 1e-10 * eig.max()).sum())} "
+      f"(at most N(A-1) = {16 * 2}); PSD: {bool(eig.min() > -1e-12)}")
+
+# %% [markdown]
+# $F$ is positive semi-definite but singular: it has rank at most $N(A-1)$ and many more parameters
+# than that. Directions in its null space do not change the policy on these states at second order.
+# That is why TRPO adds a little **damping**, solving with $F + \lambda I$.
+#
+# ## 6.5 The natural gradient and the size of the step
+#
+# Linearise the objective of (6.5) ($L \approx L(\theta_{\text{old}}) + g^\top s$, $g = \nabla L = \nabla J$) and use
+# the quadratic KL (6.6):
+#
+# $$\max_s\; g^\top s \quad\text{s.t.}\quad \tfrac12 s^\top F s \le \delta. \tag{6.7}$$
+#
+# The Lagrangian $g^\top s - \tfrac{\mu}{2}(s^\top F s - 2\delta)$ is stationary at $s = \mu^{-1}F^{-1}g$;
+# putting it on the boundary $\tfrac12 s^\top F s = \delta$ fixes $\mu$:
+#
+# $$s^\star = \alpha\,F^{-1}g, \qquad \alpha = \sqrt{\frac{2\delta}{g^\top F^{-1} g}}, \qquad
+#   g^\top s^\star = \sqrt{2\delta\, g^\top F^{-1} g}. \tag{6.8}$$
+#
+# $F^{-1}g$ is Amari's **natural gradient** (Kakade 2001 for policies): the steepest-ascent direction
+# when distance is measured by KL rather than by Euclidean length. It does not care how the policy is
+# parameterised. On the tabular MDP, with softmax logits and exact gradients, we start from a
+# confident but poor policy and compare plain gradient ascent $\theta \leftarrow \theta + \eta g$ (two
+# learning rates) with natural steps of fixed size $\delta = 0.01$, recording $J$ and the KL each step
+# actually takes.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def tabular_step(logits, natural, lr=1.0, max_kl=0.01):
+    """One exact-gradient step on the tabular MDP; returns the new logits and the step's mean KL."""
+    theta = logits.clone().requires_grad_(True)
+    grad = torch.autograd.grad(mdp.expected_return(theta), theta)[0].reshape(-1)
+    d = mdp.occupancy(mdp.policy_probs(logits), normalize=True).detach()  # states weighted by d_π
+
+    def mean_kl():
+        return (d * rl.categorical_kl(logits.detach(), theta)).sum()
+
+    if natural:
+        fvp = lambda v: rl.fisher_vector_product(mean_kl, [theta], v, damping=1e-3)  # noqa: E731
+        step = rl.natural_gradient_step(grad, fvp, max_kl, cg_iters=18)
+    else:
+        step = lr * grad
+    new = (logits + step.reshape(logits.shape)).detach()
+    return new, float((d * rl.categorical_kl(logits, new)).sum())
+
+
+start = 3 * torch.randn(6, 3, generator=g, dtype=torch.float64)  # a confident, poor policy
+curves = {}
+for name, natural, lr in (("vanilla lr 1", False, 1.0), ("vanilla lr 10", False, 10.0), ("natural δ=0.01", True, 0.0)):
+    logits, J_curve, kl_steps = start.clone(), [], []
+    for _ in range(40):
+        J_curve.append(float(mdp.expected_return(logits)))
+        logits, kl = tabular_step(logits, natural, lr)
+        kl_steps.append(kl)
+    curves[name] = J_curve
+    print(f"{name:15s}: J after 0/10/20/40 steps = {J_curve[0]:.3f} / {J_curve[10]:.3f} / {J_curve[20]:.3f} / "
+          f"{J_curve[-1]:.3f};  largest KL of a step {max(kl_steps):.3f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3), dpi=80)
+for name, c in curves.items():
+    ax.plot(c, label=name)
+ax.set_xlabel("update")
+ax.set_ylabel("J")
+ax.legend()
+fig.tight_layout();
+
+# %% [markdown]
+# A fixed learning rate is wrong twice: early on, where the gradient is large, its steps move the
+# policy a lot (KL per step up to ~1 nat for $\eta = 10$); on the plateau of a saturated softmax the
+# gradient is tiny and so are the steps. The natural step moves the policy by the same $\delta$ every
+# time — large logit changes where the softmax is saturated, small ones where it is sensitive — and
+# reaches the optimum in a fraction of the updates. (The true KL of a natural step is $\delta$ only to
+# second order — up to 0.014 here — and the last steps are smaller than $\delta$: once the policy is
+# nearly deterministic, $F$ is nearly zero and the damping $\lambda$ dominates.)
+#
+# ## 6.6 Conjugate gradient: $F^{-1}g$ without $F$
+#
+# A neural policy has $P$ = thousands to billions of parameters: $F$ cannot be stored, let alone
+# inverted. Conjugate gradient (CG) solves $Fx = g$ using only products $Fv$ — exactly what
+# `fisher_vector_product` provides. Starting from $x_0 = 0$, $r_0 = p_0 = g$:
+#
+# $$\alpha_k = \frac{r_k^\top r_k}{p_k^\top F p_k},\quad x_{k+1} = x_k + \alpha_k p_k,\quad
+#   r_{k+1} = r_k - \alpha_k F p_k,\quad p_{k+1} = r_{k+1} + \frac{r_{k+1}^\top r_{k+1}}{r_k^\top r_k}p_k. \tag{6.9}$$
+#
+# The directions $p_k$ are $F$-conjugate ($p_i^\top F p_j = 0$), so CG minimises
+# $\tfrac12 x^\top F x - g^\top x$ over a growing Krylov subspace and is exact after $n$ steps in exact
+# arithmetic. TRPO stops after about 10 steps: the large-eigenvalue directions — the ones that matter
+# for the KL — converge first.
+
+# %%
+print(inspect.getsource(rl.conjugate_gradient).split('"""')[2])
+
+# %%
+# NBVAL_CHECK_OUTPUT
+damping = 0.1
+F_damped = F_enum + damping * torch.eye(F_enum.shape[0], dtype=torch.float64)
+grad_vec = torch.randn(F_enum.shape[0], generator=g, dtype=torch.float64)
+exact = torch.linalg.solve(F_damped, grad_vec)
+fvp_nn = lambda v: rl.fisher_vector_product(mean_kl, policy, v, damping=damping)  # noqa: E731
+for iters in (1, 3, 10, 30, F_enum.shape[0]):
+    x = rl.conjugate_gradient(fvp_nn, grad_vec, iters=iters, tol=0.0)
+    err = float((x - exact).norm() / exact.norm())
+    print(f"CG {iters:3d} iterations: relative error " + (f"{err:.1e}" if err > 1e-12 else "< 1e-12"))
+
+# %% [markdown]
+# ## 6.7 The step hits the boundary; the line search checks reality
+#
+# `natural_gradient_step` runs CG for $x \approx F^{-1}g$ and scales it by $\sqrt{2\delta/x^\top F x}$
+# (using $x^\top F x$ rather than $g^\top x$ keeps $\tfrac12 s^\top F s = \delta$ exact even when CG stops early).
+# But (6.7) is a *model*: the true average KL at $\theta_{\text{old}} + s$ differs from $\tfrac12 s^\top F s$
+# at third order, and the true surrogate from $g^\top s$ at second order. So TRPO ends with a
+# **backtracking line search**: try $\theta_{\text{old}} + \beta^k s$ for $k = 0, 1, \dots$ and accept the
+# first point where the real KL is at most $\delta$ and the real surrogate improved by at least a
+# fraction of the predicted $\beta^k g^\top s$.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+actions = torch.randint(0, 3, (16,), generator=g)
+advs = torch.randn(16, generator=g, dtype=torch.float64)
+theta_old = rl.flat_params(policy)
+old_lp = torch.log_softmax(old_logits, -1).gather(-1, actions[:, None]).squeeze(-1)
+
+
+def surrogate():
+    lp = torch.log_softmax(policy(obs), -1).gather(-1, actions[:, None]).squeeze(-1)
+    return rl.trpo_surrogate(lp, old_lp, advs).mean()
+
+
+def at(theta, fn):
+    rl.set_flat_params(policy, theta)
+    with torch.no_grad():
+        return fn()
+
+
+grad_s = rl.flat_grad(surrogate(), policy)
+fvp_ls = lambda v: rl.fisher_vector_product(mean_kl, policy, v, damping=1e-3)  # noqa: E731
+for max_kl in (0.01, 0.1, 1.0):
+    rl.set_flat_params(policy, theta_old)  # F is the Hessian of the KL at θ_old: evaluate it there
+    step = rl.natural_gradient_step(grad_s, fvp_ls, max_kl, cg_iters=10)
+    quad = 0.5 * float(step @ fvp_ls(step))
+    true_kl = float(at(theta_old + step, mean_kl))
+    new, accepted, backtracks = rl.backtracking_line_search(
+        lambda th: at(th, surrogate), lambda th: at(th, mean_kl), theta_old, step, max_kl, float(grad_s @ step))
+    print(f"max_kl {max_kl:4.2f}: quadratic model {quad:.3f}, true KL of the full step {true_kl:.3f} -> "
+          f"accepted {accepted} after {backtracks} backtracks, KL {float(at(new, mean_kl)):.3f}")
+rl.set_flat_params(policy, theta_old)
+
+# %% [markdown]
+# Here the quadratic model *underestimates* the true KL of the full step two- to three-fold, even at
+# $\delta = 0.01$: with 16 states and 59 parameters $F$ has many tiny eigenvalues, the damping is small,
+# and the natural step moves far along directions the second-order model considers cheap. The line
+# search catches every one of these steps and halves it, after which the constraint holds. (In the
+# CartPole run below, with damping 0.1 and 1024 states per batch, the full step is almost always
+# accepted.)
+#
+# ## 6.8 The algorithm, and TRPO on CartPole
+#
+# One TRPO update, as `rl.train_trpo` runs it (`rl.trpo_policy_update` is steps 3–6):
+#
+# 1. collect a rollout with $\pi_{\theta_{\text{old}}}$ (8 CartPole copies, `rl.collect_rollout`);
+# 2. GAE advantages with the critic (chapter 4), standardised;
+# 3. $g = \nabla_\theta \operatorname{mean}(\rho\hat A)$ at $\theta_{\text{old}}$;
+# 4. $x \approx (F+\lambda I)^{-1}g$ by 10 CG iterations of Fisher-vector products;
+# 5. $s = \sqrt{2\delta / x^\top F x}\;x$;
+# 6. line search on the real surrogate and the real mean KL;
+# 7. fit the critic by a few epochs of Adam on $\tfrac12(V - \hat R)^2$.
+
+# %%
+print(inspect.getsource(rl.trpo_policy_update))
+
+# %%
+cfg = rl.TRPOConfig(seed=0, total_env_steps=rl.by_size(100_000, 300_000),
+                    stop_at_return=rl.by_size(475.0, None), device=str(DEVICE))
+print(cfg)
+hist_trpo = rl.train_trpo(cfg)
+steps_trpo = hist_trpo.steps_to_threshold(475, 20)
+print(f"rolling-20 return reached 475 after {steps_trpo} env steps ({len(hist_trpo.episode_returns)} episodes, "
+      f"{hist_trpo.num_updates} updates)")
+assert steps_trpo is not None and steps_trpo <= 100_000
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(12, 3), dpi=80)
+axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.episode_returns, ".", alpha=0.3, label="episode")
+axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.rolling_returns(20), label="rolling 20")
+axes[0].axhline(475, color="gray", ls=":")
+axes[0].set_xlabel("env steps")
+axes[0].set_ylabel("return")
+axes[0].legend()
+axes[1].plot(hist_trpo["env_steps"], hist_trpo["kl"], label="KL after step")
+axes[1].axhline(cfg.max_kl, color="gray", ls=":", label="max_kl")
+axes[1].set_xlabel("env steps")
+axes[1].legend()
+axes[2].plot(hist_trpo["env_steps"], hist_trpo["expected_improvement"], label="predicted gᵀs")
+axes[2].plot(hist_trpo["env_steps"], hist_trpo["surrogate_improvement"], label="realised")
+axes[2].set_xlabel("env steps")
+axes[2].legend()
+fig.tight_layout();
+
+# %% [markdown]
+# Every accepted step keeps the true KL under `max_kl` (middle), typically a little below: the
+# quadratic model of the KL slightly overestimates the true KL along these directions. The realised
+# improvement of the surrogate tracks the linear prediction $g^\top s$ (right).
+
+# %%
+rl.report_headline(f"TRPO (max_kl {cfg.max_kl}): CartPole rolling-20 return 475 after {steps_trpo:,} env steps (seed 0)")
+
+# %% [markdown]
+# ## Summary
+#
+# * The performance-difference lemma (6.1) measures a new policy with the old policy's advantages but
+#   the new policy's states. Freezing the states gives the surrogate $L$ (6.2), exact to first order (6.3).
+# * A KL penalty turns $L$ into a lower bound on $J$ (6.4) — a monotone-improvement guarantee, far too
+#   conservative to use as stated. TRPO instead constrains the *average* KL to $\delta$ (6.5).
+# * The Hessian of the average KL is the Fisher information (6.6). Linear objective + quadratic
+#   constraint gives the natural-gradient step $s = \sqrt{2\delta/g^\top F^{-1}g}\,F^{-1}g$ (6.8).
+# * Conjugate gradient (6.9) finds $F^{-1}g$ from Fisher-vector products alone (two backward passes each);
+#   a backtracking line search checks the real KL and the real surrogate.
+# * TRPO solves CartPole with every accepted update inside the trust region.
+#
+# TRPO's machinery — double backprop, CG, a line search — is heavy, and it does not mix with shared
+# actor–critic networks or with minibatch SGD. Chapter 7's PPO keeps the trust-region *idea* with a
+# first-order, minibatch-friendly objective.
+#
+# ## Exercises
+#
+# 1. **PDL by sampling.** Estimate the right side of (6.1) by Monte Carlo: sample trajectories of
+#    $\pi'$ with `mdp.sample_trajectories` and sum $\gamma^t A^\pi(s_t,a_t)$. Check it agrees with the
+#    exact value within 4 standard errors.
+# 2. **The bound's tightness.** For the random policies of §6.3, plot $J(\pi') - J(\pi)$ against
+#    $L(\pi') - L(\pi)$. Where do they disagree most — at large KL, or where $\rho_{\pi'}$ differs most from $\rho_\pi$?
+# 3. **Parameterisation invariance.** Replace the softmax logits of §6.5 by $\theta' = 3\theta$
+#    (so $\pi = \mathrm{softmax}(\theta'/3)$). Show the vanilla-gradient curve changes and the natural one does not.
+# 4. **Empirical vs true Fisher.** With `rl.per_sample_grads` and `rl.score_fisher_vector_product`,
+#    build $F$ from 10, 100 and 1000 *sampled* actions per state and compare with `F_enum`.
+# 5. **CG iterations.** Train TRPO on CartPole with `cg_iters` 1, 3 and 10. Which is slower to solve it? Why
+#    is `cg_iters=1` (a Fisher-scaled vanilla gradient) still a trust-region method?
+# 6. **No line search.** Set `max_backtracks=1` and `max_kl=0.2`. How often is the step rejected, and
+#    what happens to learning?
