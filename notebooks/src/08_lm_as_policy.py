@@ -1,0 +1,369 @@
+# %% [markdown]
+# # 8. Language models as policies
+#
+# **Goals.** By the end of this chapter you can
+# * say what the state, the action, the transition and the reward are when a language model answers
+#   a question, and why the transition is deterministic;
+# * compute the log-probability of a completion from a model's logits, token by token, and get the
+#   off-by-one right;
+# * sample $G$ completions per prompt with a key/value cache, reproducibly, with masks that stop at
+#   the end-of-sequence token and without ever emitting a special token;
+# * train a small transformer from scratch on a task with a *verifiable* reward, and leave it room
+#   for reinforcement learning on purpose;
+# * estimate pass@1 and pass@$k$ without bias, and read the gap between them as room for RL;
+# * explain why a question → answer task is a bandit ($\gamma = 0$ between questions, no
+#   discounting inside an answer).
+#
+# **Prerequisites.** The policy-gradient theorem and REINFORCE (Part I): $\nabla J = \mathbb E[R\,
+# \nabla\log\pi]$. A little PyTorch. No prior knowledge of transformers is needed: we use one as a
+# black box that maps a sequence of token ids to one vector of logits per position.
+#
+# **Why this chapter?** Parts I and II trained policies for CartPole, where a state is four numbers
+# and an action one of two pushes. Reinforcement learning for language models uses the same
+# mathematics with a different vocabulary: the "environment" is a text being written, an action is
+# a token, and the reward comes from a checker at the end. This chapter builds that setting, small
+# enough to train on a laptop CPU in a minute, so that chapter 9 can run GRPO on it.
+
+# %%
+import inspect
+import itertools
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import rlbook as rl
+
+rl.seed_everything(0)
+torch.set_num_threads(2)
+device = rl.get_device()
+print("size:", rl.get_size())
+
+# %% [markdown]
+# ## 8.1 Tokens as actions
+#
+# A question $q$ (the *prompt*) is a sequence of tokens. The model writes an answer
+# $o = (o_1, \dots, o_T)$ (the *completion*) one token at a time. Read this as a decision process:
+#
+# | RL | language model | in this chapter |
+# |---|---|---|
+# | state $s_t$ | prompt and the tokens written so far, $(q, o_{<t})$ | `"07+42="` then `"0"`, `"04"`, ... |
+# | action $a_t$ | the next token $o_t \in \mathcal V$ | one of 16 characters |
+# | policy $\pi_\theta(a_t \mid s_t)$ | softmax of the model's logits at the last position | GPT-2, 0.4 M parameters |
+# | transition | append the token: $s_{t+1} = (q, o_{\le t})$ | deterministic |
+# | end of episode | the end-of-sequence token `</s>`, or the token budget | at most 8 tokens |
+# | reward | a verifier's score of the finished answer, $R(q, o)$ | 1 if the sum is right, else 0 |
+#
+# The transition is *deterministic*: given the state and the action, the next state is known
+# exactly. All the randomness is in the policy. The probability of a whole completion is therefore
+# the product of the per-token probabilities, and its log-probability a sum:
+#
+# $$\pi_\theta(o \mid q) = \prod_{t=1}^{T} \pi_\theta(o_t \mid q, o_{<t}), \qquad
+# \log \pi_\theta(o \mid q) = \sum_{t=1}^{T} \log \pi_\theta(o_t \mid q, o_{<t}). \tag{8.1}$$
+#
+# **The task.** Two-digit addition with fixed-width numbers: the prompt `"07+42="` asks for the
+# completion `"049</s>"`. The reward is *verifiable*: three lines of exact arithmetic decide it, so no
+# learned reward model can be fooled (the RLVR setting of maths and code problems). Fixed width has
+# a practical reason too: every prompt has the same number of tokens, so batches need no padding.
+# Of the 10 000 problems, a fixed 10% is held out and never used for training.
+
+# %%
+tok = rl.lm.build_char_tokenizer()
+task = rl.lm.AdditionTask(num_digits=2, held_out_fraction=0.1, seed=0)
+print("vocabulary:", tok.convert_ids_to_tokens(list(range(len(tok)))))
+print("train / held-out problems:", task.num_train, "/", task.num_held_out)
+q = task.held_out_problems(1)[0]
+print("a held-out problem:", q, "-> token ids", tok(q.prompt).input_ids)
+
+# %% [markdown]
+# The verifier is strict on purpose. A completion is the text the model produced up to and including
+# its first `</s>`, decoded *with* special tokens. If we stripped `<pad>` or `<unk>` before checking,
+# a policy could learn to pad its answers with them and still be paid, a reward hack that has been
+# seen in practice; here any special token inside an answer makes it wrong. A separate
+# `format_reward` scores only the shape of the answer (three digits, then `</s>`).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+cases = ["049</s>", "049", "49</s>", "048</s>", "049<pad></s>", "<unk>049</s>"]
+for completion in cases:
+    print(f"{completion:14s} reward {task.reward('07+42=', completion)}  format {task.format_reward('07+42=', completion)}")
+
+# %% [markdown]
+# ## 8.2 Scoring a completion: log-probabilities from logits
+#
+# A causal transformer reads the ids $x_1, \dots, x_L$ and returns logits $z_1, \dots, z_L \in
+# \mathbb R^{V}$, where $z_j$ scores the token at position $j + 1$ given $x_{\le j}$. Put the prompt
+# ($P$ tokens) and the completion ($T$ tokens) side by side; completion token $t$ sits at position
+# $P + t$, so its log-probability is read from the logits one column to its left:
+#
+# $$\log \pi_\theta(o_t \mid q, o_{<t}) = \log\operatorname{softmax}(z_{P+t-1})[o_t]
+# = z_{P+t-1}[o_t] - \log\sum_{v} e^{z_{P+t-1}[v]}. \tag{8.2}$$
+#
+# Its gradient with respect to the logits is $\mathrm{onehot}(o_t) - \operatorname{softmax}(z)$, the
+# softmax score function of Part I. Two details matter in practice: compute the log-softmax in
+# float32 (bfloat16 logits keep only about three significant digits) and never take the log of a
+# probability (it underflows; `log_softmax` does not).
+#
+# | symbol | code | shape |
+# |---|---|---|
+# | $z$ | `logits` | `(B, T, V)` |
+# | $o_t$ | `tokens`, `completion_ids` | `(B, T)` |
+# | $\log\pi_\theta(o_t \mid \cdot)$ | `log_probs` | `(B, T)` |
+# | end-of-answer mask | `completion_mask` | `(B, T)` bool |
+
+# %%
+print(inspect.getsource(rl.lm.token_log_probs).split('"""')[-1])
+
+# %%
+# NBVAL_CHECK_OUTPUT
+logits = torch.tensor([[[2.0, 0.0, -1.0], [0.5, 0.5, 0.5]]], dtype=torch.float64)
+tokens = torch.tensor([[0, 2]])
+naive = torch.log(torch.softmax(logits, -1)).gather(-1, tokens[..., None]).squeeze(-1)
+print("library:", rl.lm.token_log_probs(logits, tokens).numpy().round(4))
+print("naive  :", naive.numpy().round(4), " oracle:", rl.reference.token_log_probs_loop(logits, tokens).numpy().round(4))
+print("uniform over 3 tokens is -log 3 =", round(-np.log(3), 4))
+
+# %% [markdown]
+# ## 8.3 Sampling G completions per prompt
+#
+# To sample, feed the prompt once, draw a token from the softmax of the last logits, append it, and
+# repeat. Recomputing the whole sequence at every step would cost $O(L^2)$ forwards; a transformer
+# instead keeps each layer's keys and values for the positions it has seen (the *KV cache*) and feeds
+# only the newest token. `rl.lm.sample_completions` is that loop written out, with four additions:
+#
+# * each prompt is repeated $G$ times, and the $G$ samples of a prompt sit in consecutive rows
+#   (the layout GRPO's group statistics expect);
+# * special tokens other than `</s>` get logit $-\infty$, so they are never sampled;
+# * a row that has emitted `</s>` is finished: it receives padding, and the loop stops when every
+#   row is finished;
+# * a `torch.Generator` drives the draws, so the same seed gives the same samples.
+#
+# It also returns the log-probability of every sampled token under the sampling distribution, which
+# GRPO uses as $\log \pi_{\theta_\text{old}}$ without an extra forward pass. The loop is plain on
+# purpose: it is several times faster than `model.generate` at these sizes, whose per-call overhead
+# dominates when the model is tiny (see `benchmarks/grpo_throughput.py`).
+
+# %%
+print(inspect.getsource(rl.lm.sample_completions).split('"""')[-1])
+
+# %% [markdown]
+# The completion mask keeps every token up to and including the first `</s>`: the end token is an
+# action the policy chose, and it must be rewarded or blamed like any other.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ids = torch.tensor([[5, 2, 7, 2], [2, 5, 5, 5], [5, 5, 5, 5]])
+print(rl.lm.completion_mask_from_eos(ids, eos_token_id=2).int().numpy())
+
+# %%
+policy = rl.lm.build_policy(rl.lm.policy_config(tok), seed=0, device=device)
+print("parameters:", rl.lm.count_parameters(policy))
+forbidden = rl.lm.forbidden_token_ids(tok)
+sample_args = dict(max_new_tokens=8, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                   forbidden_ids=forbidden, tokenizer=tok)
+prompt_ids, prompt_mask = rl.lm.encode_prompts(tok, ["07+42=", "33+58="])
+a = rl.lm.sample_completions(policy, prompt_ids, prompt_mask, num_samples=4,
+                             generator=torch.Generator().manual_seed(1), **sample_args)
+b = rl.lm.sample_completions(policy, prompt_ids, prompt_mask, num_samples=4,
+                             generator=torch.Generator().manual_seed(1), **sample_args)
+rescored = rl.lm.completion_log_probs(policy, a.prompt_ids, a.completion_ids, forbidden_ids=forbidden,
+                                      completion_mask=a.completion_mask)
+print("untrained samples:", a.texts)
+print("same seed, same samples:", a.texts == b.texts)
+print("a special token sampled:", any(int(t) in forbidden for t in a.completion_ids[a.completion_mask]))
+print("cached log-probs = full re-scoring:", torch.allclose(rescored, a.log_probs, atol=1e-5))
+
+# %% [markdown]
+# An untrained network writes noise, and a verifier gives noise reward 0. Policy gradients multiply
+# $\nabla\log\pi$ by the reward (or the advantage), so with every reward 0 there is nothing to learn
+# from: RL needs a starting policy that is *sometimes* right.
+#
+# ## 8.4 Training the model from scratch, leaving room for RL
+#
+# Real pipelines pretrain on text and then fine-tune on demonstrations (SFT) before any RL. We do the
+# same in miniature: maximise the log-likelihood of labelled answers (`answer</s>`), a token mean of
+# (8.2) over the training problems:
+#
+# $$\mathcal L_\text{SFT}(\theta) = -\frac{1}{N}\sum_{i}\sum_{t} m_{i,t}\,
+# \log\pi_\theta(y_{i,t} \mid q_i, y_{i,<t}). \tag{8.3}$$
+#
+# Trained on clean labels the model would soon be right almost always and RL would have nothing left
+# to do. So we leave room on purpose: 60% of the labels (`label_noise`) are a *plausible mistake*,
+# the right answer with one digit changed at random. The mistakes are spread over about 27
+# alternatives, so maximum likelihood, which fits the noisy distribution faithfully, keeps the right
+# answer as the single favourite (near 40% of the mass) while any single sample is more likely wrong
+# than right. The result is a model that *can* add (greedy decoding is right, and the right answer is
+# almost always among a few samples) but often says something else. That is the situation in which
+# RL from a verifiable reward shines: the knowledge is there, and the reward tells the policy which of
+# its own habits to keep. (`SFTConfig` also has a `carry_noise` knob for a *systematic* slip, a
+# forgotten carry; exercise 2 shows why that one is much harder for RL to undo.)
+
+# %%
+sft_config = rl.lm.SFTConfig(num_steps=rl.by_size(small=rl.lm.SFTConfig.num_steps, full=2000), seed=0)
+print(sft_config)
+sft_history = rl.lm.train_sft(policy, tok, task, sft_config)
+print(f"SFT: {sft_config.num_steps} steps, final loss {sft_history['loss'][-20:].mean():.3f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 2.8), dpi=80)
+ax.plot(sft_history["loss"], lw=0.8, label="batch loss")
+ax.plot(rl.rolling_mean(sft_history["loss"], 25), lw=1.5, label="rolling mean (25)")
+ax.set_xlabel("SFT step"); ax.set_ylabel("cross-entropy (nats / token)")
+ax.set_ylim(0, 3); ax.legend(fontsize=8); ax.set_title("supervised training from scratch", fontsize=9)
+plt.tight_layout();
+
+# %% [markdown]
+# The loss levels off well above 0: on a noisy label the model pays $-\log$ of a probability it
+# spreads, as it should, over the mistakes in its data. Let us look at what it writes on held-out
+# problems.
+
+# %%
+def show_samples(policy, problems, n=6, seed=0):
+    """Print n sampled completions for each problem, marked ✓ / ✗ by the verifier."""
+    prompt_ids, prompt_mask = rl.lm.encode_prompts(tok, [p.prompt for p in problems])
+    out = rl.lm.sample_completions(policy, prompt_ids, prompt_mask, num_samples=n,
+                                   generator=torch.Generator().manual_seed(seed), **sample_args)
+    greedy = rl.lm.sample_completions(policy, prompt_ids, prompt_mask, greedy=True, **sample_args)
+    for i, p in enumerate(problems):
+        marks = [t.replace(tok.eos_token, "") + ("✓" if task.reward(p.prompt, t) else "✗") for t in out.texts[i * n:(i + 1) * n]]
+        print(f"{p.prompt}  greedy {greedy.texts[i].replace(tok.eos_token, ''):4s}  samples: {' '.join(marks)}")
+
+
+held_out = task.held_out_problems(rl.by_size(small=500, full=1000))
+show_samples(policy, held_out[:6])
+
+# %% [markdown]
+# ## 8.5 pass@1 and pass@k
+#
+# Two numbers describe a stochastic solver. **pass@1** is the chance that one sample is right (the
+# expected reward, $J(\theta)$ itself). **pass@k** is the chance that at least one of $k$ samples is
+# right: what you get if a verifier may pick among $k$ tries. With $n \ge k$ samples of a problem of
+# which $c$ are right, the unbiased estimator (Chen et al. 2021) counts the $k$-subsets with no right
+# sample:
+#
+# $$\text{pass@}k = 1 - \binom{n-c}{k}\Big/\binom{n}{k}
+# = 1 - \prod_{i=n-c+1}^{n}\Bigl(1 - \frac{k}{i}\Bigr), \tag{8.4}$$
+#
+# averaged over problems. The naive $1 - (1 - c/n)^k$ is biased (it is Jensen's inequality away from
+# the truth). For $n = 5$, $c = 2$, $k = 2$: of the $\binom52 = 10$ pairs, $\binom32 = 3$ hold no right
+# sample, so pass@2 $= 0.7$.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("pass@2 for n=5, c=2:", rl.pass_at_k(5, 2, 2))
+pairs = list(itertools.combinations([1, 1, 0, 0, 0], 2))
+print("by enumeration     :", sum(max(p) for p in pairs) / len(pairs))
+print("naive 1-(1-c/n)^k  :", round(1 - (1 - 2 / 5) ** 2, 4))
+
+# %%
+n_samples = 16
+sft_eval = rl.evaluate(policy, tok, held_out, num_samples=n_samples, k=8, seed=1)
+print({k: round(v, 3) for k, v in sft_eval.items() if k != "num_correct"})
+ks = np.arange(1, n_samples + 1)
+curve = [rl.pass_at_k(n_samples, sft_eval["num_correct"], int(k)).mean() for k in ks]
+fig, ax = plt.subplots(figsize=(5, 2.8), dpi=80)
+ax.plot(ks, curve, "o-", ms=3, label="pass@k (held-out)")
+ax.axhline(sft_eval["greedy_accuracy"], color="C2", ls="--", label="greedy accuracy")
+ax.set_xlabel("k"); ax.set_ylabel("probability"); ax.set_ylim(0, 1.02); ax.legend(fontsize=8)
+ax.set_title("after SFT: the gap between pass@1 and pass@k is the room for RL", fontsize=9)
+plt.tight_layout();
+
+# %%
+assert sft_eval["pass@8"] > 0.9, "a right answer should be among 8 samples almost always"
+assert sft_eval["pass@1"] < 0.6, "one sample should still be wrong often (room for RL)"
+assert sft_eval["greedy_accuracy"] > 0.8, "the favourite answer should be right"
+
+# %% [markdown]
+# Read the plot: one sample is right less than half the time, yet eight samples almost always contain
+# the right answer, and the single most likely answer is nearly always right. The model has learned
+# addition; it just says something else too often. Chapter 9 turns that gap into accuracy with GRPO.
+#
+# ## 8.6 Why a question → answer task is a bandit
+#
+# Different questions do not influence each other: answering `"07+42="` does not change which
+# question comes next. Between questions the discount is effectively $\gamma = 0$, and each question
+# is a one-step *contextual bandit*: see $q$, pick an entire answer $o$ (one "arm" among
+# $|\mathcal V|^T$), receive $R(q, o)$. The objective and its gradient are
+#
+# $$J(\theta) = \mathbb E_{q\sim\mu}\,\mathbb E_{o\sim\pi_\theta(\cdot\mid q)} R(q, o), \qquad
+# \nabla J = \mathbb E\Bigl[R(q, o)\sum_{t=1}^{T}\nabla\log\pi_\theta(o_t \mid q, o_{<t})\Bigr]. \tag{8.5}$$
+#
+# Inside one answer we can also keep the token-level view of §8.1; with the only reward at the end
+# and no discount, every token's reward-to-go equals $R(q, o)$, which is (8.5) again. Discounting
+# within an answer ($\gamma < 1$) would only make the first tokens matter less for no reason: they
+# decide the answer as much as the last. So RL for language models treats the whole completion as
+# one action and broadcasts one advantage to all its tokens, which is exactly what GRPO does.
+#
+# Because actions are whole answers, $\pi_\theta(\cdot \mid q)$ is a distribution over answers, and we
+# can check (8.1) directly: enumerate all 1000 well-formed answers `"000</s>"`…`"999</s>"`, score each
+# as a sum of token log-probabilities, and add up their probabilities. The mass on well-formed
+# answers should be close to 1, the right answer should be the favourite with roughly 40% of it, and
+# the runners-up should be one digit away.
+
+# %%
+q = held_out[0]
+answers = [f"{v:03d}" for v in range(1000)]
+completion_ids = torch.tensor([tok(a, add_special_tokens=False).input_ids + [tok.eos_token_id] for a in answers])
+prompt_ids, _ = rl.lm.encode_prompts(tok, [q.prompt] * len(answers))
+with torch.no_grad():
+    seq_log_probs = rl.lm.completion_log_probs(policy, prompt_ids, completion_ids, forbidden_ids=forbidden).sum(-1)
+probs = seq_log_probs.exp()
+top = probs.argsort(descending=True)[:5]
+print(f"{q.prompt}: mass on well-formed answers {probs.sum():.3f}; π(right answer {q.answer}) = {probs[int(q.answer)]:.3f}")
+print("most likely answers:", [(answers[i], round(float(probs[i]), 3)) for i in top])
+assert 0.9 < float(probs.sum()) <= 1.0 + 1e-4
+
+# %% [markdown]
+# The checkpoint is saved atomically (a crash while writing leaves the old one intact) under a
+# git-ignored folder, and any local causal-LM folder loads the same way, so a reader with a GPU can
+# swap in a real model with `rl.lm.load_policy("path/to/model")`.
+
+# %%
+path = rl.lm.save_checkpoint(policy, tok, "checkpoints/ch08_sft", metadata={"sft_steps": sft_config.num_steps})
+reloaded, reloaded_tok, meta = rl.lm.load_checkpoint(path, device=device)
+with torch.no_grad():
+    same = torch.equal(reloaded(input_ids=prompt_ids[:2]).logits, policy(input_ids=prompt_ids[:2]).logits)
+print("reloaded", meta, "identical logits:", same)
+
+# %%
+_ = rl.report_headline(
+    f"SFT from scratch ({sft_config.num_steps} steps): held-out greedy {sft_eval['greedy_accuracy']:.2f}, "
+    f"pass@1 {sft_eval['pass@1']:.2f}, pass@8 {sft_eval['pass@8']:.2f}"
+)
+
+# %% [markdown]
+# ## Summary
+#
+# * A language model is a policy over tokens. The state is the prompt plus the text so far, the
+#   transition appends the chosen token (deterministic), and the reward judges the finished answer.
+# * $\log\pi_\theta(o\mid q)$ is a sum of per-token log-probabilities (8.1), each read from the logits
+#   one position to the left (8.2), in float32, with `log_softmax`.
+# * Sampling uses the KV cache, draws from a seeded generator, forbids special tokens, and masks each
+#   completion up to and including its first `</s>`. The sampled log-probabilities equal a full
+#   re-scoring.
+# * A verifiable reward is exact but sparse: a random model never earns it, so we first train by
+#   maximum likelihood, with noisy labels (random one-digit slips) that leave pass@1 low while
+#   greedy accuracy and pass@k are high.
+# * pass@k is estimated without bias by (8.4); its gap to pass@1 is what RL can convert.
+# * A question → answer task is a contextual bandit ($\gamma = 0$ across questions, no discount
+#   within an answer), so one advantage per completion is broadcast to all its tokens.
+#
+# ## Exercises
+#
+# 1. **The off-by-one.** Score a completion with the logits of the *same* column instead of the
+#    column to its left. What log-probabilities do you get for `</s>`, and why is the mistake easy to
+#    miss when the loss still goes down?
+# 2. **Systematic versus random noise.** Train with `SFTConfig(label_noise=0.5, carry_noise=0.6,
+#    num_steps=700)`: 60% of the labels also forget the carry out of the units column. Predict pass@1,
+#    pass@8 and greedy accuracy before you measure them (about 0.31, 0.84 and 0.53 for seed 0), and
+#    explain why greedy decoding fails on problems with a units carry. Then run chapter 9's GRPO on
+#    it: in our run pass@1 rose only to 0.60. Why is a *systematic* slip, the favourite answer, so much
+#    harder for RL to undo than random slips? (Look at the entropy curve.)
+# 3. **Naive pass@k.** For `sft_eval["num_correct"]`, plot the naive $1 - (1 - c/n)^k$ next to (8.4).
+#    Which is larger, and by how much at $k = 8$?
+# 4. **A reward hack.** Write `lenient_reward` that strips special tokens before comparing, sample
+#    without forbidding `<pad>` (`forbidden_ids=[]`), and count the completions that the lenient
+#    reward pays and the strict one does not. Why does the count grow if you train on the lenient
+#    reward?
+# 5. **Temperature.** Evaluate pass@1 and pass@8 at temperatures 0.5, 1 and 1.5. Lowering the
+#    temperature raises pass@1 here. Why is that not the same thing as what RL does?

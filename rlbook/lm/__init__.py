@@ -1,0 +1,51 @@
+"""Language-model pieces: tokenizer, task + verifier, policy, sampler, log-probs, SFT, checkpoints.
+
+Accessed as ``rl.lm.<name>`` (``import rlbook as rl``). Names resolve lazily, so importing
+:mod:`rlbook` does not import ``transformers``; the first ``rl.lm.build_policy`` (say) does.
+
+==========================  ======================================================================
+module                      public names
+==========================  ======================================================================
+``rlbook.lm.tokenizer``     build_char_tokenizer, encode_prompts, forbidden_token_ids
+``rlbook.lm.task``          AdditionTask (reward, format_reward), Problem, corrupt_answer
+``rlbook.lm.model``         policy_config, build_policy, load_policy, count_parameters
+``rlbook.lm.sampling``      sample_completions, Completions, completion_mask_from_eos,
+                            decode_completions
+``rlbook.lm.logprobs``      token_log_probs, completion_log_probs, position_ids_from_mask
+``rlbook.lm.sft``           SFTConfig, train_sft, sft_batch
+``rlbook.lm.checkpoint``    save_checkpoint, load_checkpoint
+==========================  ======================================================================
+
+GRPO itself lives in :mod:`rlbook.algos.grpo` (``rl.train_grpo``, ``rl.GRPOConfig``, ``rl.evaluate``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "sft", "checkpoint")
+_EXPORTS = {
+    "tokenizer": ["SPECIAL_TOKENS", "DEFAULT_ALPHABET", "build_char_tokenizer", "encode_prompts", "forbidden_token_ids"],
+    "task": ["Problem", "AdditionTask", "corrupt_answer"],
+    "model": ["policy_config", "build_policy", "load_policy", "count_parameters"],
+    "sampling": ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"],
+    "logprobs": ["token_log_probs", "completion_log_probs", "position_ids_from_mask"],
+    "sft": ["SFTConfig", "sft_batch", "train_sft"],
+    "checkpoint": ["save_checkpoint", "load_checkpoint"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"rlbook.lm.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"rlbook.lm.{name}")
+    raise AttributeError(f"module 'rlbook.lm' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

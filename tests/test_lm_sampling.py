@@ -1,0 +1,185 @@
+"""Log-probs against a naive softmax and autograd; EOS masks; the KV-cache sampler."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rlbook import reference
+from rlbook.lm.logprobs import completion_log_probs, position_ids_from_mask, token_log_probs
+from rlbook.lm.model import build_policy, policy_config
+from rlbook.lm.sampling import completion_mask_from_eos, decode_completions, sample_completions
+from rlbook.lm.tokenizer import build_char_tokenizer, encode_prompts, forbidden_token_ids
+
+TOK = build_char_tokenizer()
+FORBIDDEN = forbidden_token_ids(TOK)
+
+
+def tiny_policy(seed=0):
+    return build_policy(policy_config(TOK, n_layer=1, n_embd=32, n_head=2), seed=seed, device="cpu")
+
+
+POLICY = tiny_policy()
+PROMPTS, PROMPT_MASK = encode_prompts(TOK, ["07+42=", "99+01=", "12+34="])
+
+
+def sample(model=POLICY, seed=0, **kw):
+    args = dict(num_samples=4, max_new_tokens=6, eos_token_id=TOK.eos_token_id, forbidden_ids=FORBIDDEN,
+                generator=torch.Generator().manual_seed(seed), tokenizer=TOK)
+    args.update(kw)
+    return sample_completions(model, PROMPTS, PROMPT_MASK, **args)
+
+
+# ---------------------------------------------------------------- token_log_probs
+@given(st.integers(1, 3), st.integers(1, 5), st.integers(2, 7), st.integers(0, 2**31 - 1))
+def test_token_log_probs_matches_naive_softmax(batch, T, V, seed):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, T, V, generator=g, dtype=torch.float64) * 3
+    tokens = torch.randint(V, (batch, T), generator=g)
+    expected = reference.token_log_probs_loop(logits, tokens)
+    torch.testing.assert_close(token_log_probs(logits, tokens), expected, rtol=0, atol=1e-10)
+
+
+def test_token_log_probs_gradient_is_onehot_minus_softmax():
+    logits = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    tokens = torch.tensor([[0, 4, 2], [1, 1, 3]])
+    token_log_probs(logits, tokens).sum().backward()
+    expected = torch.nn.functional.one_hot(tokens, 5).double() - torch.softmax(logits.detach(), -1)
+    torch.testing.assert_close(logits.grad, expected)
+    assert torch.autograd.gradcheck(lambda x: token_log_probs(x, tokens), (logits.detach().requires_grad_(),))
+
+
+def test_token_log_probs_is_float32_for_half_logits():
+    logits = torch.randn(2, 3, 5).to(torch.bfloat16)
+    out = token_log_probs(logits, torch.zeros(2, 3, dtype=torch.long))
+    assert out.dtype == torch.float32
+
+
+def test_token_log_probs_bad_input():
+    with pytest.raises(ValueError, match="tokens"):
+        token_log_probs(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="tokens"):
+        token_log_probs(torch.zeros(2, 3, 5), torch.full((2, 3), 5))
+    with pytest.raises(ValueError, match="tokens"):
+        token_log_probs(torch.zeros(2, 3, 5), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="logits"):
+        token_log_probs(torch.zeros(5), torch.zeros(1, dtype=torch.long))
+
+
+# ---------------------------------------------------------------- masks
+@given(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=6), min_size=1, max_size=4).filter(
+    lambda rows: len({len(r) for r in rows}) == 1))
+def test_completion_mask_matches_loop(rows):
+    ids = torch.tensor(rows)
+    mask = completion_mask_from_eos(ids, eos_token_id=2)
+    assert mask.tolist() == reference.completion_mask_from_eos_loop(ids, 2)
+
+
+def test_completion_mask_stops_at_and_includes_first_eos():
+    ids = torch.tensor([[5, 2, 7, 2], [2, 5, 5, 5], [5, 5, 5, 5]])
+    assert completion_mask_from_eos(ids, 2).tolist() == [
+        [True, True, False, False], [True, False, False, False], [True, True, True, True]]
+    with pytest.raises(ValueError, match="completion_ids"):
+        completion_mask_from_eos(torch.zeros(3), 2)
+
+
+# ---------------------------------------------------------------- sampler
+def test_same_generator_seed_reproduces_and_other_seed_differs():
+    a, b, c = sample(seed=3), sample(seed=3), sample(seed=4)
+    assert torch.equal(a.completion_ids, b.completion_ids) and torch.equal(a.log_probs, b.log_probs)
+    assert not torch.equal(a.completion_ids, c.completion_ids)
+
+
+def test_sampler_layout_masks_and_padding():
+    out = sample()
+    B, T = out.completion_ids.shape
+    assert B == 12 and T <= 6
+    assert torch.equal(out.prompt_ids[:4], PROMPTS[:1].expand(4, -1))  # group-contiguous
+    assert torch.equal(out.completion_mask, completion_mask_from_eos(out.completion_ids, TOK.eos_token_id))
+    assert (out.completion_ids[~out.completion_mask] == TOK.pad_token_id).all()
+    assert (out.log_probs[~out.completion_mask] == 0).all()
+    assert out.texts == decode_completions(TOK, out.completion_ids, out.completion_mask)
+
+
+class FavoursSpecialTokens(torch.nn.Module):
+    """A stub LM whose logits strongly prefer <pad>, <s> and <unk>, then EOS at step 3."""
+
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab = vocab
+        self.dummy = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, input_ids, past_key_values=None, use_cache=True, **kwargs):
+        step = 0 if past_key_values is None else past_key_values + 1
+        logits = torch.zeros(*input_ids.shape, self.vocab)
+        logits[..., FORBIDDEN] = 20.0
+        logits[..., TOK.eos_token_id] = 25.0 if step >= 2 else -5.0
+        return SimpleNamespace(logits=logits, past_key_values=step)
+
+
+def test_special_tokens_are_never_sampled():
+    out = sample(model=FavoursSpecialTokens(len(TOK)), num_samples=16)
+    produced = out.completion_ids[out.completion_mask]
+    assert not any(int(t) in FORBIDDEN for t in produced)
+    assert (out.lengths == 3).all()  # EOS sampled at step 3 and kept in the mask
+    with pytest.raises(ValueError, match="forbidden_ids"):
+        sample(forbidden_ids=[TOK.eos_token_id])
+
+
+def test_sampled_log_probs_match_rescoring_with_the_full_forward():
+    out = sample(num_samples=8)
+    rescored = completion_log_probs(POLICY, out.prompt_ids, out.completion_ids, forbidden_ids=FORBIDDEN,
+                                    completion_mask=out.completion_mask)
+    torch.testing.assert_close(rescored, out.log_probs, atol=1e-5, rtol=0)
+    hot = sample(num_samples=8, temperature=0.5)
+    rescored = completion_log_probs(POLICY, hot.prompt_ids, hot.completion_ids, temperature=0.5,
+                                    forbidden_ids=FORBIDDEN, completion_mask=hot.completion_mask)
+    torch.testing.assert_close(rescored, hot.log_probs, atol=1e-5, rtol=0)
+
+
+def test_greedy_is_argmax_and_deterministic():
+    a = sample(greedy=True, num_samples=1, generator=None)
+    b = sample(greedy=True, num_samples=1, generator=torch.Generator().manual_seed(9))
+    assert torch.equal(a.completion_ids, b.completion_ids)
+    logits = POLICY(input_ids=PROMPTS).logits[:, -1].detach()
+    logits[:, FORBIDDEN] = -float("inf")
+    assert torch.equal(a.completion_ids[:, 0], logits.argmax(-1))
+
+
+def test_left_padding_gives_the_same_scores_as_no_padding():
+    completion = torch.tensor([[5, 6, 2]])
+    plain, _ = encode_prompts(TOK, ["07+42="])
+    padded, mask = encode_prompts(TOK, ["07+42=", "1+2="])
+    a = completion_log_probs(POLICY, plain, completion)
+    b = completion_log_probs(POLICY, padded[1:], completion, prompt_mask=mask[1:])
+    c = completion_log_probs(POLICY, encode_prompts(TOK, ["1+2="])[0], completion)
+    torch.testing.assert_close(b, c, atol=1e-5, rtol=0)
+    assert a.shape == b.shape
+    assert position_ids_from_mask(mask[1:]).tolist() == [[0, 0, 0, 1, 2, 3, 4]]
+
+
+def test_entropy_is_finite_with_forbidden_tokens():
+    out = sample()
+    lp, ent = completion_log_probs(POLICY, out.prompt_ids, out.completion_ids, forbidden_ids=FORBIDDEN,
+                                   completion_mask=out.completion_mask, with_entropy=True)
+    assert torch.isfinite(ent).all() and (ent >= 0).all() and (ent[~out.completion_mask] == 0).all()
+    assert float(ent.detach().max()) <= float(torch.log(torch.tensor(len(TOK) - len(FORBIDDEN)))) + 1e-5
+
+
+def test_scoring_and_sampling_bad_input():
+    ids = torch.zeros(3, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match="completion_mask"):
+        completion_log_probs(POLICY, PROMPTS, ids, completion_mask=torch.ones(3, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="completion_ids"):
+        completion_log_probs(POLICY, PROMPTS, torch.zeros(3, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="completion_ids"):
+        completion_log_probs(POLICY, PROMPTS, torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="completion_mask"):
+        decode_completions(TOK, ids, torch.ones(3, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="num_samples"):
+        sample(num_samples=0)
+    with pytest.raises(ValueError, match="temperature"):
+        sample(temperature=0.0)
+
