@@ -80,3 +80,17 @@ def test_invalid_configs_raise_naming_the_field():
         train_trpo(TRPOConfig(max_kl=0.0), progress=False)
     with pytest.raises(ValueError, match="damping"):
         train_trpo(TRPOConfig(damping=-1.0), progress=False)
+
+
+def test_ppo_stop_after_env_steps_cuts_the_same_curve():
+    from rlbook.algos.ppo import PPOConfig, train_ppo
+
+    base = dict(seed=0, total_env_steps=2048, num_envs=4, num_steps=32, num_epochs=2, minibatch_size=64)
+    full = train_ppo(PPOConfig(**base, stop_after_env_steps=None), progress=False)
+    cut = train_ppo(PPOConfig(**base, stop_after_env_steps=512), progress=False)
+    assert cut["env_steps"][-1] == 512 and full["env_steps"][-1] == 2048
+    # same lr schedule (horizon = total_env_steps), same updates up to the cut
+    np.testing.assert_allclose(cut["lr"], full["lr"][:4])
+    np.testing.assert_allclose(cut["loss"], full["loss"][:4], rtol=1e-6)
+    with pytest.raises(ValueError, match="stop_after_env_steps"):
+        PPOConfig(stop_after_env_steps=0).validate()

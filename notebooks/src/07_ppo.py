@@ -207,7 +207,8 @@ print(inspect.getsource(ppo_module._minibatch_loss))
 print(rl.PPOConfig())
 
 # %%
-cfg = rl.PPOConfig(seed=0, device=str(DEVICE))  # the whole 100k-step budget (also the lr schedule's horizon)
+# The lr schedule's horizon is always 100k steps; the small size stops after 50k (the same curve, cut short).
+cfg = rl.PPOConfig(seed=0, device=str(DEVICE), stop_after_env_steps=rl.by_size(small=50_000, full=None))
 hist_ppo = rl.train_ppo(cfg)
 steps_ppo = hist_ppo.steps_to_threshold(475, 20)
 rolling = hist_ppo.rolling_returns(20)

@@ -72,6 +72,9 @@ class PPOConfig:
         stop_at_return: stop as soon as the rolling-``stop_window`` mean return reaches this
             (``None``: use the whole budget).
         stop_window: episodes in that rolling mean.
+        stop_after_env_steps: stop once this many env steps are done *without* changing the lr
+            schedule's horizon (``total_env_steps``): a shorter run of the same training curve
+            (``None``: run the whole budget). The book's small size uses it to save time.
         device: ``None`` for :func:`rlbook.get_device` (CPU is fastest for CartPole).
     """
 
@@ -97,6 +100,7 @@ class PPOConfig:
     activation: str = "tanh"
     stop_at_return: float | None = None
     stop_window: int = 20
+    stop_after_env_steps: int | None = None
     device: str | None = "cpu"
 
     def validate(self) -> None:
@@ -105,6 +109,9 @@ class PPOConfig:
             value = getattr(self, name)
             if int(value) != value or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer; got {value}")
+        cap = self.stop_after_env_steps
+        if cap is not None and (int(cap) != cap or cap < 1):
+            raise ValueError(f"`stop_after_env_steps` must be a positive integer or None; got {cap}")
         for name in ("gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"`{name}` must be in [0, 1]; got {getattr(self, name)}")
@@ -231,6 +238,8 @@ def train_ppo(config: PPOConfig | None = None, progress: bool = True) -> History
         bar.update(batch_size)
         bar.set_postfix(rolling20=f"{hist.final_rolling_return(cfg.stop_window):.0f}")
         if cfg.stop_at_return is not None and hist.steps_to_threshold(cfg.stop_at_return, cfg.stop_window) is not None:
+            break
+        if cfg.stop_after_env_steps is not None and state.env_steps >= cfg.stop_after_env_steps:
             break
     bar.close()
     envs.close()
