@@ -32,6 +32,11 @@ _MODULES = [
     "losses",
     "kl",
     "diagnostics",
+    "nets",
+    "trpo",
+    "envs.vector",
+    "algos.ppo",
+    "algos.trpo",
     # --- Part III (KL estimators, aggregation, group advantages, GRPO) ---
     "aggregation",
     "evaluation",
