@@ -1,0 +1,465 @@
+# %% [markdown]
+# # 9. GRPO: group-relative policy optimisation
+#
+# **Goals.** By the end of this chapter you can
+# * compute GRPO's *group-relative advantage* by hand, and say what the population and the sample
+#   standard deviation change, and what Dr. GRPO, RLOO and MaxRL change;
+# * explain why GRPO's KL penalty uses the $k_3$ estimator, and check by sampling that it is unbiased
+#   and never negative;
+# * tell apart the three ways of reducing a per-token loss to one number (GRPO, DAPO, Dr. GRPO) and
+#   plot the weight each one gives every token;
+# * explain why the loss GRPO reports is often exactly 0 while its gradient is not;
+# * run the whole GRPO loop on the book's small transformer and measure what it buys on held-out
+#   problems.
+#
+# **Prerequisites.** REINFORCE with a baseline (Part I), importance ratios and PPO's clipped surrogate
+# (Part II), the KL estimators $k_1, k_2, k_3$, and the small language model with its addition task
+# and supervised warm-up (`rl.lm`).
+#
+# **Why GRPO?** PPO needs a *critic*, a second network as large as the policy, to estimate the value
+# of every prefix, and for a language model that critic is expensive and hard to train when the only
+# reward comes at the very end of an answer. GRPO (Shao et al. 2024, DeepSeekMath) drops the critic.
+# For each question it samples a *group* of $G$ answers and uses the group itself as the baseline: an
+# answer is good if it beats its siblings. Everything else is PPO.
+
+# %%
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import rlbook as rl
+from rlbook.widgets import advantage_explorer as ae
+
+rl.seed_everything(0)
+# One thread: the thread count changes the order of float sums, and so the sampled tokens; with one
+# thread this chapter reproduces the recorded runs of tests/test_grpo_train.py bit for bit.
+torch.set_num_threads(1)
+device = rl.get_device()
+SIZE = rl.get_size()  # "small" (default; 2 CPU cores) or "full", via RLBOOK_SIZE
+print("size:", SIZE)
+
+# %% [markdown]
+# ## 9.1 A baseline from the group
+#
+# Take one question $q$ and sample $G$ answers $o_1, \dots, o_G$ from the current policy. A verifier
+# scores each: $r_i = 1$ if the answer is right, $0$ if not. The REINFORCE gradient with a baseline
+# $b$ is $\sum_i (r_i - b)\,\nabla_\theta \log \pi_\theta(o_i \mid q)$, and the best cheap $b$ we have
+# is how well the policy does *on this question*, which the group itself estimates. GRPO centres each
+# reward on its group's mean and scales it by the group's standard deviation:
+#
+# $$\hat A_i = \frac{r_i - \operatorname{mean}(r_1, \dots, r_G)}{\operatorname{std}(r_1, \dots, r_G) + \varepsilon}.
+# \tag{9.1}$$
+#
+# Every token of answer $i$ gets the same $\hat A_i$: the reward is a property of the whole answer.
+#
+# **A worked group.** Rewards $[1, 1, 0, 1, 0]$: the mean is $0.6$. The *population* standard deviation
+# divides the sum of squares by $G$: $\sqrt{(3 \cdot 0.4^2 + 2 \cdot 0.6^2)/5} = \sqrt{0.24} = 0.490$, so
+# the right answers get $0.4/0.490 = +0.82$ and the wrong ones $-0.6/0.490 = -1.22$. The *sample*
+# standard deviation divides by $G - 1$ instead (`torch.std`'s default, and what several libraries
+# use): $\sqrt{1.2/4} = 0.548$, giving $+0.73$ and $-1.10$. The two differ by the constant factor
+# $\sqrt{G/(G-1)}$, so for a fixed $G$ the choice only rescales the step size, but it is one of the
+# details that make two "GRPO" implementations disagree.
+#
+# **A group with no signal.** If all $G$ answers are right (or all wrong), every $r_i$ equals the mean:
+# the advantages are $0$ and the group contributes nothing to the gradient. (Without the special case,
+# $0/0$ would be NaN; the library returns exact zeros.) As the model gets better, more and more groups
+# go silent, which is why DAPO re-samples until a batch is full of informative groups.
+#
+# | symbol | code | shape |
+# |---|---|---|
+# | $r_i$ | `rewards` | `(B,)`, $B$ = prompts $\times G$, the $G$ answers of a prompt side by side |
+# | $G$ | `group_size` | int |
+# | $\hat A_i$ | `rl.group_relative_advantages(rewards, group_size, scale="std", std="population")` | `(B,)` |
+
+# %%
+print(inspect.getsource(rl.group_relative_advantages))
+
+# %% [markdown]
+# **Three relatives** of (9.1) use the same group but a different scale:
+#
+# * **Dr. GRPO** (Liu et al. 2025, "GRPO done right") drops the division: $\hat A_i = r_i - \bar r$
+#   (`scale="none"`). Dividing by the std makes a group that is *almost* solved (7 right out of 8)
+#   produce as large advantages as a half-solved one; Dr. GRPO argues this over-weights questions that
+#   are already easy or hopeless.
+# * **RLOO** (REINFORCE leave-one-out; Kool et al. 2019, Ahmadian et al. 2024) uses the mean of the
+#   *other* $G-1$ answers as the baseline, so the baseline does not depend on $o_i$ and the gradient is
+#   unbiased: $\hat A_i = r_i - \frac{1}{G-1}\sum_{j \ne i} r_j = \frac{G}{G-1}(r_i - \bar r)$.
+# * **MaxRL** (maximum-likelihood RL) averages the score functions of the *successful* answers only,
+#   $\hat g = \frac1K \sum_i r_i \nabla \log \pi(o_i)$ with $K$ successes, which is an unbiased gradient
+#   of a truncated log-likelihood $-\sum_{k=1}^{G} (1-p)^k/k$ of success rather than of $p$ itself.
+#   Subtracting the zero-mean control variate $\frac1G\sum_i \nabla\log\pi(o_i)$ turns it into an
+#   advantage divided by the success rate $\hat r = K/G$:
+#   $\hat A_i = (r_i - \hat r)/\hat r$. A rare success on a hard question is pushed up hard.
+#
+# The check below recomputes the worked group and these variants, the all-equal group, and compares
+# with the slow loop oracles in `rl.reference`.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+r = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+rows = {
+    "GRPO, population std": rl.group_relative_advantages(r, 5),
+    "GRPO, sample std": rl.group_relative_advantages(r, 5, std="sample"),
+    "Dr. GRPO (no std)": rl.group_relative_advantages(r, 5, scale="none"),
+    "RLOO": rl.leave_one_out_advantages(r, 5),
+    "MaxRL": rl.maxrl_advantages(r, 5),
+}
+for name, adv in rows.items():
+    print(f"{name:22s}", np.round(adv.numpy(), 4))
+oracle = rl.reference.group_relative_advantages_loop(r.tolist(), 5)
+assert np.allclose(rows["GRPO, population std"].numpy(), oracle)
+assert np.allclose(rows["RLOO"].numpy(), rows["Dr. GRPO (no std)"].numpy() * 5 / 4)
+same = torch.full((4,), 0.1, dtype=torch.float64)
+print("all-equal group:", rl.group_relative_advantages(same, 4).tolist(), rl.maxrl_advantages(same, 4).tolist())
+
+# %% [markdown]
+# How big is the push on a *correct* answer as a function of how many of its $G = 8$ siblings are also
+# correct? The plot shows the advantage of a correct answer in a group with $K$ correct answers.
+# Dr. GRPO and RLOO fall linearly, as $1 - K/G$ (RLOO $\frac{G}{G-1}$ times higher). GRPO divides that
+# by the group's std $\sqrt{\hat r(1-\hat r)}$ (with $\hat r = K/G$), which is smallest at both ends:
+# the factor $1/\text{std}$ is 2 for a half-solved group but 3.0 for a nearly hopeless ($K = 1$) or
+# nearly solved ($K = 7$) one (at $K = 7$ it is the lone *wrong* answer that gets the big advantage,
+# $-2.65$). MaxRL divides by the success rate $\hat r$ instead: it pushes hardest on the hardest
+# questions.
+
+# %%
+G = 8
+ks = np.arange(1, G)
+curves = {name: [] for name in ["grpo", "grpo_no_std", "rloo", "maxrl"]}
+for k in ks:
+    group = [1.0] * k + [0.0] * (G - k)
+    for name in curves:
+        curves[name].append(ae.advantage_table(group, name)[0])
+fig, ax = plt.subplots(figsize=(5, 3), dpi=80)
+for name, ys in curves.items():
+    ax.plot(ks, ys, marker="o", label=name)
+ax.set_xlabel("K correct answers in the group (G = 8)")
+ax.set_ylabel("advantage of a correct answer")
+ax.axhline(0, color="k", lw=0.8)
+ax.legend(fontsize=8)
+plt.tight_layout();
+
+# %% [markdown]
+# ## 9.2 The GRPO objective and its KL penalty
+#
+# With the advantages in hand, GRPO is PPO's clipped surrogate with one advantage per answer, plus a
+# penalty that keeps the policy near a frozen reference $\pi_{\text{ref}}$ (the model before RL):
+#
+# $$J_{\text{GRPO}}(\theta) = \mathbb{E}\Big[\frac{1}{G}\sum_{i=1}^{G} \frac{1}{|o_i|}\sum_{t=1}^{|o_i|}
+# \Big(\min\big(\rho_{i,t} \hat A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\epsilon, 1+\epsilon)\,\hat A_i\big)
+# - \beta\, k_3^{(i,t)}\Big)\Big], \qquad
+# \rho_{i,t} = \frac{\pi_\theta(o_{i,t} \mid q, o_{i,<t})}{\pi_{\theta_{\text{old}}}(o_{i,t} \mid q, o_{i,<t})}.
+# \tag{9.2}$$
+#
+# The per-token KL term is not an exact KL (that would need the whole vocabulary at every position)
+# but a one-sample estimate from the token that was actually generated. With
+# $x = \pi_{\text{ref}}(o_{i,t} \mid \cdot) / \pi_\theta(o_{i,t} \mid \cdot)$,
+#
+# $$k_1 = -\log x, \qquad k_3 = (x - 1) - \log x. \tag{9.3}$$
+#
+# Both are unbiased for $\mathrm{KL}(\pi_\theta \,\|\, \pi_{\text{ref}})$ when the token is drawn from
+# $\pi_\theta$, because $\mathbb{E}_{\pi_\theta}[x] = \sum_a \pi_{\text{ref}}(a) = 1$, so the added
+# $x - 1$ has mean zero. But $k_3 \ge 0$ for every sample (since $\log x \le x - 1$), while $k_1$ is
+# negative whenever the sampled token is more likely under $\pi_{\text{ref}}$, and a negative
+# "penalty" would reward drifting away. We check both claims on a categorical distribution over 12
+# tokens: exactly, by summing over all tokens, and by sampling 200,000 tokens.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+gen = torch.Generator().manual_seed(0)
+logits = torch.randn(12, generator=gen, dtype=torch.float64)
+ref_logits = logits + 0.7 * torch.randn(12, generator=gen, dtype=torch.float64)
+log_p, log_ref = torch.log_softmax(logits, -1), torch.log_softmax(ref_logits, -1)
+exact = rl.categorical_kl(logits, ref_logits).item()
+# exact expectations: sum over all 12 tokens, weighted by π_θ
+e_k1 = (log_p.exp() * rl.kl_k1(log_p, log_ref)).sum().item()
+e_k3 = (log_p.exp() * rl.kl_k3(log_p, log_ref)).sum().item()
+print(f"exact KL(π_θ‖π_ref) = {exact:.5f}   E[k1] = {e_k1:.5f}   E[k3] = {e_k3:.5f}")
+# sampling: tokens drawn from π_θ
+tokens = torch.multinomial(log_p.exp(), 200_000, replacement=True, generator=gen)
+k1, k3 = rl.kl_k1(log_p[tokens], log_ref[tokens]), rl.kl_k3(log_p[tokens], log_ref[tokens])
+for name, k in [("k1", k1), ("k3", k3)]:
+    se = k.std().item() / np.sqrt(len(k))
+    print(f"{name}: mean {k.mean().item():.4f} ± {se:.4f} (1 s.e.)   std {k.std().item():.3f}   "
+          f"min {k.min().item():+.3f}   share < 0: {(k < 0).double().mean().item():.3f}")
+    assert abs(k.mean().item() - exact) < 4 * se
+assert k3.min() >= 0 and abs(e_k3 - exact) < 1e-12 and abs(e_k1 - exact) < 1e-12
+
+# %% [markdown]
+# Both means sit within a few standard errors of the exact KL; $k_1$ is negative on a large share of
+# samples while $k_3$ never is, and $k_3$ has the smaller spread here. (Its *gradient*, used as a loss, is a
+# different story — it follows the reverse KL; see the docstring of `rl.kl_k3`.) GRPO adds
+# $\beta k_3$ to every token's loss; DAPO and Dr. GRPO set $\beta = 0$ and drop the reference model.
+#
+# ## 9.3 Reducing per-token losses: which tokens count?
+#
+# Equation (9.2) has a detail that looks harmless: $\frac1G\sum_i \frac1{|o_i|}\sum_t$. Each answer's
+# per-token losses are averaged *within* the answer, then the answers are averaged. So a token of a
+# 2-token answer weighs four times as much as a token of an 8-token answer. Three choices are in use;
+# writing $\ell_{i,t}$ for the per-token loss and $m_{i,t}$ for the completion mask, and $B$ for the
+# number of answers in the batch:
+#
+# $$\text{GRPO (sample-level):}\quad L = \frac1B \sum_i \frac{1}{|o_i|}\sum_t m_{i,t}\ell_{i,t},
+# \qquad w_{i,t} = \frac{m_{i,t}}{B\,|o_i|} \tag{9.4}$$
+#
+# $$\text{DAPO (token-level):}\quad L = \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{\sum_{i,t} m_{i,t}},
+# \qquad w_{i,t} = \frac{m_{i,t}}{\sum m} \tag{9.5}$$
+#
+# $$\text{Dr. GRPO (constant):}\quad L = \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{B\, L_{\max}},
+# \qquad w_{i,t} = \frac{m_{i,t}}{B\,L_{\max}} \tag{9.6}$$
+#
+# Each is $L = \sum_{i,t} w_{i,t}\ell_{i,t}$, and $w_{i,t}$ is also $\partial L / \partial \ell_{i,t}$: how
+# hard each token is pushed. Under (9.4) a long answer's tokens are pushed less. Combined with a
+# negative advantage, that means a long *wrong* answer is discouraged less per token than a short
+# wrong one, and a short *right* answer is encouraged more: Dr. GRPO identifies this as a bias towards
+# ever longer wrong answers. (9.5) and (9.6) give every token the same weight; (9.6) also keeps it
+# the same from batch to batch.
+#
+# The library keeps losses unreduced and names each reduction after its normaliser:
+
+# %%
+print(inspect.getsource(rl.seq_mean_token_mean))
+print(inspect.getsource(rl.per_token_weights).split('"""')[-1])
+
+# %% [markdown]
+# A hand-worked check: a 4-token answer whose tokens each have loss 1, and a 1-token answer with loss 4.
+# GRPO: the two answer means are 1 and 4, so $L = 2.5$. DAPO: $8$ in total over 5 tokens, $L = 1.6$.
+# Dr. GRPO with $L_{\max} = 4$: $8 / (2 \cdot 4) = 1$. For gradient accumulation, DAPO's count must be
+# the count of the *whole* batch: averaging per-micro-batch token means silently turns it back into
+# something else (here, into GRPO's 2.5).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+loss = torch.tensor([[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+mask = torch.tensor([[True, True, True, True], [True, False, False, False]])
+print("GRPO     seq_mean_token_mean:", round(rl.seq_mean_token_mean(loss, mask).item(), 6))
+print("DAPO     token_mean         :", round(rl.token_mean(loss, mask).item(), 6))
+print("Dr. GRPO fixed_length_mean  :", round(rl.fixed_length_mean(loss, mask, max_length=4).item(), 6))
+micro_global = sum(rl.token_mean(loss[i:i + 1], mask[i:i + 1], num_tokens=5) for i in range(2))
+micro_local = sum(rl.token_mean(loss[i:i + 1], mask[i:i + 1]) for i in range(2)) / 2
+print("micro-batches, global count:", round(micro_global.item(), 6), "  local counts:", round(micro_local.item(), 6))
+for mode in ["seq_mean_token_mean", "token_mean", "fixed_length_mean"]:
+    print(f"{mode:20s} weights", rl.per_token_weights(mask, mode, dtype=torch.float64).numpy().round(4).tolist())
+
+# %% [markdown]
+# Now a group of $G = 6$ answers of different lengths, three right and three wrong, with Dr. GRPO's
+# mean-centred advantages $\pm 0.5$. The plot shows the push on each token, $\hat A_i\, w_{i,t}$, summed
+# over the answer's tokens (left) and per token (right). Under GRPO's aggregation every answer
+# gets the same *total* push, so the 2-token wrong answer is punished 6× harder per token than the 12-token one;
+# under DAPO and Dr. GRPO every token gets the same push, so longer answers get more in total.
+
+# %%
+rewards6 = [1, 0, 1, 0, 1, 0]
+lengths6 = [2, 2, 6, 6, 12, 12]
+fig, axes = plt.subplots(1, 2, figsize=(9, 3), dpi=80)
+x = np.arange(6)
+for j, mode in enumerate(["seq_mean_token_mean", "token_mean", "fixed_length_mean"]):
+    push = ae.per_token_weights_for_group(rewards6, lengths6, "grpo_no_std", mode, max_length=12)
+    axes[0].bar(x + 0.27 * (j - 1), push.sum(axis=1), width=0.27, label=mode)
+    axes[1].bar(x + 0.27 * (j - 1), push[:, 0], width=0.27, label=mode)
+for ax, title in zip(axes, ["total push on the answer  Σ_t Â·w", "push on each token  Â·w"]):
+    ax.set_xticks(x, [f"r={r}\nL={n}" for r, n in zip(rewards6, lengths6)], fontsize=8)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_title(title, fontsize=9)
+axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.25), ncol=3)
+plt.tight_layout();
+
+# %% [markdown]
+# ## 9.4 The model, the task and the starting point
+#
+# The policy is the book's small GPT-2-style transformer (`rl.lm`), with one character per token. The
+# task is two-digit addition with an exact verifier: prompt `"07+42="`, correct completion `"049</s>"`
+# (reward 1), anything else reward 0. A random network never answers correctly, so GRPO would see only
+# all-zero groups; we first train it by maximum likelihood (`rl.lm.train_sft`) on labels of which a
+# large share (60%) are *plausible mistakes*: the right answer with one random digit changed. Maximum
+# likelihood fits that noisy distribution faithfully. The right answer stays the single most likely
+# one (greedy decoding is mostly right, and a right answer is almost always among 8 samples: high
+# pass@8), but a *sample* at temperature 1 is right less than half of the time (low pass@1). That is
+# the situation in which RL from a verifiable reward shines: nearly every group contains a right
+# answer to reinforce and wrong ones to push down. Held-out problems (10% of all pairs) are never used for training.
+
+# %%
+task, tok = rl.lm.AdditionTask(num_digits=2), rl.lm.build_char_tokenizer()
+policy = rl.lm.build_policy(rl.lm.policy_config(tok), seed=0, device=device)
+print("parameters:", rl.lm.count_parameters(policy))
+sft_config = rl.lm.SFTConfig(num_steps=rl.by_size(small=rl.lm.SFTConfig.num_steps, full=2000), seed=0)
+sft_history = rl.lm.train_sft(policy, tok, task, sft_config)
+held_out = task.held_out_problems(rl.by_size(small=500, full=1000))
+before = rl.evaluate(policy, tok, held_out, num_samples=16, k=8, seed=1)
+print({k: round(v, 3) for k, v in before.items() if k != "num_correct"})
+
+
+# %%
+def show_samples(policy, problems, n=4, seed=0):
+    """Print n sampled completions for each problem, marked ✓ / ✗ by the verifier."""
+    prompt_ids, prompt_mask = rl.lm.encode_prompts(tok, [q.prompt for q in problems])
+    out = rl.lm.sample_completions(
+        policy, prompt_ids.to(device), prompt_mask.to(device), num_samples=n, max_new_tokens=8,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, forbidden_ids=rl.lm.forbidden_token_ids(tok),
+        generator=torch.Generator(device=device).manual_seed(seed), tokenizer=tok,
+    )
+    for i, q in enumerate(problems):
+        texts = out.texts[i * n:(i + 1) * n]
+        marks = [f"{t.replace(tok.eos_token, '')}{'✓' if task.reward(q.prompt, t) else '✗'}" for t in texts]
+        print(f"{q.prompt} (answer {q.answer}):  " + "  ".join(marks))
+
+
+show_samples(policy, held_out[:5])
+
+# %% [markdown]
+# ## 9.5 The loss is 0, the gradient is not
+#
+# Watch the `loss` that GRPO implementations log: at the first inner step it is often exactly zero,
+# and it stays near zero throughout training. Nothing is broken. On the first pass over a fresh batch
+# $\pi_\theta = \pi_{\theta_{\text{old}}}$, so $\rho_{i,t} = 1$, the clip is inactive, and the per-token loss is
+# $-\hat A_i$. With the sample-level aggregation (9.4) the loss is $-\frac1B\sum_i \hat A_i$, and the
+# advantages of every group sum to zero. With $\beta > 0$, $k_3 = 0$ too on the first step, where
+# $\pi_\theta = \pi_{\text{ref}}$. The *gradient*, however, is
+# $-\frac1B \sum_i \hat A_i \frac{1}{|o_i|}\sum_t \nabla_\theta \log\pi_\theta(o_{i,t} \mid \cdot)$: the
+# advantages weight different score vectors, which do not cancel. We measure both with autograd on a
+# real batch sampled from the model we just trained.
+
+# %%
+gen = torch.Generator(device=device).manual_seed(3)
+problems = task.sample_problems(16, gen)
+prompt_ids, prompt_mask = rl.lm.encode_prompts(tok, [q.prompt for q in problems])
+G = 8
+batch = rl.lm.sample_completions(
+    policy, prompt_ids.to(device), prompt_mask.to(device), num_samples=G, max_new_tokens=8, eos_token_id=tok.eos_token_id,
+    pad_token_id=tok.pad_token_id, forbidden_ids=rl.lm.forbidden_token_ids(tok), generator=gen, tokenizer=tok,
+)
+rewards = torch.tensor([task.reward(problems[j // G].prompt, t) for j, t in enumerate(batch.texts)])
+advantages = rl.group_relative_advantages(rewards, G).to(device)
+log_probs = rl.lm.completion_log_probs(policy, batch.prompt_ids, batch.completion_ids, batch.prompt_mask,
+                                       forbidden_ids=rl.lm.forbidden_token_ids(tok), completion_mask=batch.completion_mask)
+per_token = rl.clipped_surrogate_loss(log_probs, log_probs.detach(), advantages[:, None])  # ρ = 1
+lengths = batch.lengths.to(advantages.dtype)
+expected = {"seq_mean_token_mean": -advantages.mean(), "token_mean": -(advantages * lengths).sum() / lengths.sum()}
+for mode in ["seq_mean_token_mean", "token_mean"]:
+    loss = rl.AGGREGATIONS[mode](per_token, batch.completion_mask)
+    grads = torch.autograd.grad(loss, list(policy.parameters()), retain_graph=True)
+    grad_norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
+    print(f"{mode:20s} loss {loss.item():+.1e} (predicted {expected[mode].item():+.1e})   gradient norm {grad_norm:.3f}")
+    assert abs(loss.item() - expected[mode].item()) < 1e-6 and grad_norm > 0.01
+assert abs(loss.item()) < 1e-6 or len(set(batch.lengths.tolist())) > 1
+print("groups with signal:", int((rewards.view(-1, G).std(dim=1) > 0).sum()), "of", len(problems),
+      "  completion lengths:", sorted(set(batch.lengths.tolist())))
+
+# %% [markdown]
+# The sample-level loss is zero to rounding. The token-level loss at $\rho = 1$ is
+# $-\sum_i \hat A_i |o_i| / \sum_i |o_i|$, which vanishes only when the answers in each group are equally
+# long (as they mostly are here: three digits and EOS) and otherwise has the sign of "are the right
+# answers longer?", which says nothing about progress either. Track the reward, the held-out accuracy
+# and the KL instead, and treat a loss curve from a GRPO run with suspicion.
+#
+# ## 9.6 The GRPO loop
+#
+# `rl.train_grpo` is one readable loop (open `rlbook/algos/grpo.py`): draw prompts, sample $G$
+# completions each with the current weights ($\pi_{\theta_{\text{old}}}$), score them with the verifier,
+# compute the advantages, then take gradient steps on the clipped surrogate (9.2) aggregated by the
+# chosen rule. Each variant is a configuration, not a code path: DAPO is
+# `GRPOConfig(clip_eps_high=0.28, loss_aggregation="token_mean", kl_coef=0.0)`, Dr. GRPO is
+# `GRPOConfig(advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean")`.
+
+# %%
+print(inspect.getsource(rl.algos.grpo.grpo_step))
+
+# %%
+grpo_config = rl.GRPOConfig(num_steps=rl.by_size(small=rl.GRPOConfig.num_steps, full=400), seed=0)
+print(grpo_config)
+history = rl.train_grpo(policy, tok, task, grpo_config)
+after = rl.evaluate(policy, tok, held_out, num_samples=16, k=8, seed=1)
+print("before:", {k: round(v, 3) for k, v in before.items() if k != "num_correct"})
+print("after: ", {k: round(v, 3) for k, v in after.items() if k != "num_correct"})
+assert after["pass@1"] - before["pass@1"] >= 0.40, "held-out sampled pass@1 should rise by at least 40 points"
+assert after["greedy_accuracy"] > before["greedy_accuracy"], "greedy accuracy should rise too"
+
+# %%
+fig, axes = plt.subplots(1, 4, figsize=(13, 2.8), dpi=80)
+for ax, key in zip(axes, ["reward", "kl", "frac_zero_variance_groups", "clip_fraction"]):
+    ax.plot(np.asarray(history[key], dtype=float))
+    ax.set_title(key, fontsize=9)
+    ax.set_xlabel("GRPO step")
+plt.tight_layout();
+
+# %% [markdown]
+# The training reward (the sampled accuracy on the training batch) climbs, and with it the share of
+# groups in which every answer is right, which then carry no signal. The KL to the starting model
+# grows slowly. With one optimiser pass per batch ($\mu = 1$) the ratio is always 1, so the clip
+# never fires; raise `num_inner_epochs` to see it act.
+#
+# The same held-out problems before and after, four samples each:
+
+# %%
+show_samples(policy, held_out[:5])
+
+# %%
+rl.report_headline(
+    f"GRPO: held-out sampled pass@1 {before['pass@1']:.2f} → {after['pass@1']:.2f}, "
+    f"greedy {before['greedy_accuracy']:.2f} → {after['greedy_accuracy']:.2f}"
+)
+
+# %% [markdown]
+# RL from the verifiable reward did what supervised learning on noisy labels could not: it moved the
+# probability mass onto the answers the verifier accepts. Note what it mostly did *not* do: teach the
+# model something it did not know, since the right answer was already its favourite (high greedy
+# accuracy and pass@8 before RL). Sharpening what a model already half-knows is typical of RL from
+# verifiable rewards on large models too; `SFTConfig(carry_noise=0.6)` builds a model whose favourite
+# answer is *systematically* wrong on some problems (exercise 6), and there GRPO helps far less.
+#
+# ## 9.7 Explore: advantages and token weights
+#
+# The widget lets you set $G$, each answer's reward and length, the advantage estimator and the
+# aggregation, and shows the push on each answer's tokens. Things to try: make all rewards equal;
+# one success out of eight under `grpo`, `grpo_no_std` and `maxrl`; a long wrong answer under
+# `seq_mean_token_mean` versus `token_mean`. The static figure below shows one such setting.
+
+# %%
+ae.advantage_explorer()
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(12, 3), dpi=80)
+ae.plot_advantages([1, 0, 0, 0, 0, 0, 0, 0], [4, 4, 4, 4, 4, 4, 12, 12], "grpo", "seq_mean_token_mean", ax=axes[0])
+ae.plot_advantages([1, 0, 0, 0, 0, 0, 0, 0], [4, 4, 4, 4, 4, 4, 12, 12], "maxrl", "token_mean", ax=axes[1])
+ae.plot_advantages([1, 1, 1, 1], [4, 4, 4, 4], "grpo", "token_mean", ax=axes[2])
+plt.tight_layout();
+
+# %% [markdown]
+# ## Summary
+#
+# * GRPO replaces PPO's critic by a group of $G$ answers to the same question: the advantage of an
+#   answer is its reward relative to its siblings, (9.1). Population and sample standard deviation
+#   differ by $\sqrt{G/(G-1)}$; groups whose answers all score the same give exactly zero signal.
+# * Dr. GRPO drops the std (no extra weight on nearly solved or hopeless questions), RLOO uses the
+#   leave-one-out mean ($\frac{G}{G-1}$ times the mean-centred advantage), and MaxRL divides by the
+#   success rate, favouring hard questions.
+# * GRPO's per-token KL penalty uses $k_3 = (x-1) - \log x$: unbiased like $k_1$, but never negative.
+# * The reduction of per-token losses is a modelling choice: GRPO's sample-level mean weighs a token by
+#   $1/|o_i|$, DAPO's token-level mean weighs all tokens equally, Dr. GRPO divides by a constant.
+#   With micro-batches, token-level means need the global token count.
+# * The reported GRPO loss is zero on a fresh batch while the gradient is not: monitor reward, held-out
+#   accuracy and KL instead.
+# * On the book's small transformer GRPO lifted held-out sampled pass@1 by about 40 points in a
+#   couple of minutes on a CPU, by sharpening what supervised training had left uncertain; greedy
+#   accuracy, already high, stayed about where it was.
+#
+# ## Exercises
+#
+# 1. *(By hand.)* For rewards $[1, 0, 0, 0]$ compute the advantages under GRPO (population and sample
+#    std), Dr. GRPO, RLOO and MaxRL; check with `rl.group_relative_advantages` and friends.
+# 2. Show that RLOO's advantage equals $\frac{G}{G-1}(r_i - \bar r)$, and that the plain group mean
+#    baseline therefore scales the unbiased gradient by $\frac{G-1}{G}$.
+# 3. Reproduce the $k_3$ check with $\pi_{\text{ref}}$ far from $\pi_\theta$ (multiply the perturbation
+#    by 5). What happens to the standard deviations of $k_1$ and $k_3$?
+# 4. Make the answers' lengths differ (e.g. a task whose answers have 1 to 4 digits) and measure the
+#    logged loss at $\rho = 1$ under `token_mean`. Why is it no longer zero? What is its sign when the
+#    wrong answers are longer?
+# 5. Train with `GRPOConfig(advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean")` and
+#    with `GRPOConfig(clip_eps_high=0.28, loss_aggregation="token_mean", num_inner_epochs=2)` (DAPO's
+#    loss) and compare the held-out pass@1 and the KL curves with the run above.
+# 6. Set `label_noise=0.0` in the supervised warm-up. How much room is left for GRPO, and what does the
+#    share of zero-variance groups look like from the first step? Then try `carry_noise=0.6`, which
+#    teaches the model to forget the carry out of the units column: greedy decoding is then wrong on
+#    every such problem. How far does GRPO get, and why does sharpening the policy lock the slip in?
