@@ -46,12 +46,7 @@ _MODULES = [
 
 __all__: list[str] = []
 for _name in _MODULES:
-    try:
-        _mod = importlib.import_module(f"rlbook.{_name}")
-    except ModuleNotFoundError as _err:  # a module of a later part not written yet
-        if _err.name != f"rlbook.{_name}":
-            raise
-        continue
+    _mod = importlib.import_module(f"rlbook.{_name}")
     for _public in _mod.__all__:
         if _public in globals() and globals()[_public] is not getattr(_mod, _public):
             raise ImportError(f"rlbook: public name {_public!r} defined twice (in rlbook.{_name})")

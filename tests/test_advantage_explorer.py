@@ -65,7 +65,10 @@ def test_widget_builds():
     w = ae.advantage_explorer()
     group = w.children[0].children[0]
     group.value = 3  # triggers a redraw without error
+    rows = w.children[1].children
+    assert [r.layout.display for r in rows[:4]] == [None, None, None, "none"]  # only G reward rows shown
     w.children[0].children[1].value = "maxrl"
+    assert w.children[0].children[1].value == "maxrl"
     plt.close("all")
 
 
