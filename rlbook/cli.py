@@ -90,17 +90,23 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(chapter.path, as_version=4)
-    os.environ["RLBOOK_SIZE"] = size
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(chapter.path.parent)}})
     start = time.perf_counter()
     status, error = "ok", ""
+    previous = os.environ.get("RLBOOK_SIZE")
+    os.environ["RLBOOK_SIZE"] = size  # the kernel inherits it when it starts
     try:
         client.execute()
     except CellExecutionError as err:
         status, error = "FAILED", str(err)
     except Exception as err:  # kernel died, timeout, ...
         status, error = "FAILED", f"{type(err).__name__}: {err}"
+    finally:  # never leak the size into this process (e.g. into later nbval kernels)
+        if previous is None:
+            os.environ.pop("RLBOOK_SIZE", None)
+        else:
+            os.environ["RLBOOK_SIZE"] = previous
     seconds = time.perf_counter() - start
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / chapter.path.name)

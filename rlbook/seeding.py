@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 
 import numpy as np
@@ -32,7 +31,6 @@ def seed_everything(seed: int = 0, deterministic: bool = True) -> torch.Generato
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    os.environ.setdefault("PYTHONHASHSEED", str(seed))
     if deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
     return torch.Generator().manual_seed(seed)

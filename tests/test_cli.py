@@ -1,6 +1,7 @@
 """The `rlbook` command: list and run chapters headless, summary table, failures, sources untouched."""
 
 import json
+import os
 
 import nbformat
 import pytest
@@ -42,6 +43,15 @@ def test_run_one_chapter_writes_output_and_headline(book, capsys):
     executed = json.loads((book / "out" / "01_ok.ipynb").read_text())
     assert "".join(executed["cells"][1]["outputs"][0]["text"]).strip() == "full"  # the size switch reached the kernel
     assert (book / "notebooks" / "01_ok.ipynb").read_text() == src  # sources never overwritten
+
+
+def test_run_does_not_leak_the_size_into_the_caller(book, monkeypatch):
+    monkeypatch.delenv("RLBOOK_SIZE", raising=False)
+    cli.main(["run", "1", "--size", "full", "--out", "out"])
+    assert "RLBOOK_SIZE" not in os.environ  # later kernels (e.g. nbval's) must see the default
+    monkeypatch.setenv("RLBOOK_SIZE", "small")
+    cli.main(["run", "1", "--size", "full", "--out", "out"])
+    assert os.environ["RLBOOK_SIZE"] == "small"
 
 
 def test_run_failure_exits_nonzero_and_shows_error(book, capsys):
