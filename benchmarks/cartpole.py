@@ -46,9 +46,9 @@ def _train(algo: str, seed: int, budget: int, stop: bool):
 
 def _median(values):
     """Median treating 'never reached' (None) as +inf; None if the median itself is +inf."""
-    finite = [float("inf") if v is None else v for v in values]
-    med = statistics.median(finite)
-    return None if med == float("inf") else med
+    from cartpole_reinforce import median_or_none  # same folder: run as `python benchmarks/cartpole.py`
+
+    return median_or_none(values)
 
 
 def _after_threshold(hist, window: int = 20):
