@@ -183,3 +183,86 @@ def test_scoring_and_sampling_bad_input():
     with pytest.raises(ValueError, match="temperature"):
         sample(temperature=0.0)
 
+
+
+# ---------------------------------------------------------------- prefix sharing and the GPT-2 fast path
+MIXED, MIXED_MASK = encode_prompts(TOK, ["07+42=", "1+2=", "123+4="])  # left padding on two rows
+
+
+@pytest.fixture(params=["gpt2_fast", "model.forward"])
+def forward_path(request, monkeypatch):
+    """Run a test through the written-out GPT-2 forward and through the model's own forward."""
+    from rlbook.lm import gpt2_fast
+
+    if request.param == "model.forward":
+        monkeypatch.setattr(gpt2_fast, "supported", lambda model: False)
+    return request.param
+
+
+def test_gpt2_forward_matches_the_models_forward():
+    from rlbook.lm.gpt2_fast import gpt2_forward, supported
+
+    policy = build_policy(policy_config(TOK, n_layer=2, n_embd=32, n_head=4), seed=3, device="cpu")
+    ids = torch.randint(0, len(TOK), (5, 9), generator=torch.Generator().manual_seed(0))
+    mine = gpt2_forward(policy, ids, torch.arange(9), lambda layer, k, v: (k, v), is_causal=True)
+    torch.testing.assert_close(mine, policy(input_ids=ids).logits, atol=1e-5, rtol=0)
+    assert supported(policy)
+    assert not supported(policy.train()) and not supported(policy.transformer)
+    assert not supported(build_policy(policy_config(TOK, n_layer=1, n_embd=32, n_head=2, scale_attn_by_inverse_layer_idx=True)))
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_shared_prefix_scoring_equals_repeated_prompts_with_gradients(padded, forward_path):
+    """Prompts (N, P) with G completions each give the log-probs and gradients of prompts repeated G times."""
+    prompts, mask = (MIXED, MIXED_MASK) if padded else (PROMPTS, PROMPT_MASK)
+    G, T = 4, 5
+    completions = torch.randint(4, len(TOK), (3 * G, T), generator=torch.Generator().manual_seed(1))
+    completion_mask = completion_mask_from_eos(completions, TOK.eos_token_id)
+    completion_mask[0, 2:] = False  # an early end
+    kw = dict(temperature=0.7, forbidden_ids=FORBIDDEN, completion_mask=completion_mask, with_entropy=True)
+
+    def scores_and_grads(prompt_ids, prompt_mask):
+        POLICY.zero_grad()
+        lp, ent = completion_log_probs(POLICY, prompt_ids, completions, prompt_mask, **kw)
+        (lp.sum() + 0.3 * ent.sum()).backward()
+        return lp.detach(), ent.detach(), [p.grad.clone() for p in POLICY.parameters()]
+
+    shared = scores_and_grads(prompts, mask)
+    repeated = scores_and_grads(prompts.repeat_interleave(G, 0), mask.repeat_interleave(G, 0))
+    torch.testing.assert_close(shared[0], repeated[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(shared[1], repeated[1], atol=1e-5, rtol=0)
+    for a, b in zip(shared[2], repeated[2]):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    one_token = completion_log_probs(POLICY, prompts, completions[:, :1], mask, temperature=0.7, forbidden_ids=FORBIDDEN)
+    torch.testing.assert_close(one_token, repeated[0][:, :1], atol=1e-5, rtol=0)  # T = 1: the prompt pass alone
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_sampled_log_probs_match_rescoring_with_left_padding(padded, forward_path):
+    prompts, mask = (MIXED, MIXED_MASK) if padded else (PROMPTS, PROMPT_MASK)
+    out = sample_completions(POLICY, prompts, mask, num_samples=5, max_new_tokens=6, eos_token_id=TOK.eos_token_id,
+                             forbidden_ids=FORBIDDEN, temperature=1.5, generator=torch.Generator().manual_seed(4))
+    rescored = completion_log_probs(POLICY, out.prompt_ids, out.completion_ids, out.prompt_mask, temperature=1.5,
+                                    forbidden_ids=FORBIDDEN, completion_mask=out.completion_mask)
+    torch.testing.assert_close(rescored, out.log_probs, atol=1e-5, rtol=0)
+    assert out.completion_mask.float().mean() < 1  # some rows ended early: the EOS feed is exercised
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_fast_decoder_samples_what_the_models_forward_samples(padded, monkeypatch):
+    from rlbook.lm import gpt2_fast
+
+    prompts, mask = (MIXED, MIXED_MASK) if padded else (PROMPTS, PROMPT_MASK)
+    args = dict(num_samples=6, max_new_tokens=6, eos_token_id=TOK.eos_token_id, forbidden_ids=FORBIDDEN, temperature=1.5)
+    fast = sample_completions(POLICY, prompts, mask, generator=torch.Generator().manual_seed(2), **args)
+    monkeypatch.setattr(gpt2_fast, "supported", lambda model: False)
+    slow = sample_completions(POLICY, prompts, mask, generator=torch.Generator().manual_seed(2), **args)
+    assert torch.equal(fast.completion_ids, slow.completion_ids)
+    torch.testing.assert_close(fast.log_probs, slow.log_probs, atol=1e-5, rtol=0)
+
+
+def test_scoring_rejects_a_completion_batch_that_is_not_a_multiple_of_the_prompts():
+    with pytest.raises(ValueError, match="completion_ids.*multiple"):
+        completion_log_probs(POLICY, PROMPTS, torch.zeros(7, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="prompt_mask"):
+        completion_log_probs(POLICY, PROMPTS, torch.zeros(6, 4, dtype=torch.long), prompt_mask=torch.ones(3, 2, dtype=torch.bool))

@@ -131,8 +131,8 @@ print("uniform over 3 tokens is -log 3 =", round(-np.log(3), 4))
 # instead keeps each layer's keys and values for the positions it has seen (the *KV cache*) and feeds
 # only the newest token. `rl.lm.sample_completions` is that loop written out, with four additions:
 #
-# * each prompt is repeated $G$ times, and the $G$ samples of a prompt sit in consecutive rows
-#   (the layout GRPO's group statistics expect);
+# * each prompt is encoded once and its cache is then copied for its $G$ samples, which sit in
+#   consecutive rows (the layout GRPO's group statistics expect);
 # * special tokens other than `</s>` get logit $-\infty$, so they are never sampled;
 # * a row that has emitted `</s>` is finished: it receives padding, and the loop stops when every
 #   row is finished;
@@ -141,7 +141,11 @@ print("uniform over 3 tokens is -log 3 =", round(-np.log(3), 4))
 # It also returns the log-probability of every sampled token under the sampling distribution, which
 # GRPO uses as $\log \pi_{\theta_\text{old}}$ without an extra forward pass. The loop is plain on
 # purpose: it is several times faster than `model.generate` at these sizes, whose per-call overhead
-# dominates when the model is tiny (see `benchmarks/grpo_throughput.py`).
+# dominates when the model is tiny (see `benchmarks/grpo_throughput.py`). For the same reason the
+# one-token steps of a plain GPT-2 do not go through `model.forward` but through
+# `rl.lm.gpt2_forward`, the model's arithmetic written out in twenty lines with the cache kept in
+# preallocated buffers; the tests check it against `model.forward`, and any other model takes the
+# general path.
 
 # %%
 print(inspect.getsource(rl.lm.sample_completions).split('"""')[-1])

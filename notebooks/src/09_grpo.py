@@ -366,6 +366,24 @@ print("groups with signal:", int((rewards.view(-1, G).std(dim=1) > 0).sum()), "o
 # %%
 print(inspect.getsource(rl.algos.grpo.grpo_step))
 
+# %% [markdown]
+# One detail of the step is about cost, not about the objective. The $G$ completions of a prompt share
+# that prompt, and under causal attention the prompt's hidden states never look at what follows them,
+# so they are the same in all $G$ rows. `completion_log_probs` therefore accepts the $N$ distinct
+# prompts with the $N G$ completions, encodes each prompt once, and lets its $G$ completions attend to
+# one shared copy of its keys and values (*prefix sharing*; the sampler does the same). The numbers,
+# and the gradient, are those of the prompt repeated $G$ times; the work on prompt tokens drops
+# $G$-fold:
+
+# %%
+log_probs_shared = rl.lm.completion_log_probs(policy, prompt_ids.to(device), batch.completion_ids, prompt_mask.to(device),
+                                              forbidden_ids=rl.lm.forbidden_token_ids(tok), completion_mask=batch.completion_mask)
+P, T = prompt_ids.shape[1], batch.completion_ids.shape[1]
+print(f"max |shared − repeated| = {(log_probs_shared - log_probs).abs().max().item():.1e}")
+print(f"token positions through the model: repeated {len(batch.texts) * (P + T - 1)}, "
+      f"shared {len(problems) * P + len(batch.texts) * (T - 1)}")
+assert torch.allclose(log_probs_shared, log_probs, atol=1e-5)
+
 # %%
 grpo_config = rl.GRPOConfig(num_steps=rl.by_size(small=rl.GRPOConfig.num_steps, full=400), seed=0)
 print(grpo_config)

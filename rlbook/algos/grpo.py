@@ -81,7 +81,7 @@ from rlbook.lm.sampling import sample_completions
 from rlbook.losses import cispo_loss, clip_region, clipped_surrogate_loss
 from rlbook.rewards import overlong_penalty
 
-__all__ = ["GRPOConfig", "train_grpo", "evaluate", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS"]
+__all__ = ["GRPOConfig", "train_grpo", "evaluate", "grpo_optimizer", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS"]
 
 ADVANTAGE_ESTIMATORS = {
     "grpo": functools.partial(group_relative_advantages, scale="std"),
@@ -173,6 +173,23 @@ class GRPOConfig:
             raise ValueError(f"`per_token_loss` must be one of {sorted(PER_TOKEN_LOSSES)}; got {self.per_token_loss!r}")
 
 
+def grpo_optimizer(policy, config: GRPOConfig) -> torch.optim.Optimizer:
+    """The AdamW optimiser :func:`train_grpo` uses: ``lr = config.lr``, no weight decay.
+
+    The fused kernel (one call for all parameters) is used on CPU and CUDA; on a tiny model it
+    halves the optimiser's time and gives the same update up to float rounding.
+
+    Args:
+        policy: the model whose parameters are optimised.
+        config: supplies ``lr``.
+    Returns:
+        A ``torch.optim.AdamW``.
+    """
+    device = next(policy.parameters()).device
+    fused = True if device.type in ("cpu", "cuda") else None
+    return torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=0.0, fused=fused)
+
+
 def _parts(config: GRPOConfig):
     """Resolve the config's names to functions: (advantage_fn, per_token_fn, aggregate_fn)."""
     adv = config.advantage_estimator
@@ -238,13 +255,14 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
     rewards, correct = _score(task, prompts, batch.texts, batch.lengths, config)
     advantages = adv_fn(rewards, G).to(device)  # (B,)
     old_log_probs = batch.log_probs  # (B, T) log π_old, from the sampler (no extra forward)
-    score = functools.partial(completion_log_probs, policy, batch.prompt_ids, batch.completion_ids, batch.prompt_mask,
-                              temperature=config.temperature, forbidden_ids=forbidden_ids, completion_mask=mask)
+    # scoring takes the N distinct prompts: each is encoded once and shared by its G completions
+    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+    scoring = dict(temperature=config.temperature, forbidden_ids=forbidden_ids, completion_mask=mask)
+    score = functools.partial(completion_log_probs, policy, prompt_ids, batch.completion_ids, prompt_mask, **scoring)
     ref_log_probs = None
     if ref_policy is not None:
         with torch.no_grad():
-            ref_log_probs = completion_log_probs(ref_policy, batch.prompt_ids, batch.completion_ids, batch.prompt_mask,
-                                                 temperature=config.temperature, forbidden_ids=forbidden_ids, completion_mask=mask)
+            ref_log_probs = completion_log_probs(ref_policy, prompt_ids, batch.completion_ids, prompt_mask, **scoring)
     # 3. μ passes of the clipped surrogate (+ β·k3) over the batch
     for epoch in range(config.num_inner_epochs):
         log_probs, entropy = score(with_entropy=True)  # (B, T) each
@@ -303,7 +321,7 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
     policy.to(device).eval()  # eval(): dropout off, so sampling and scoring agree; gradients flow
     need_ref = config.kl_coef > 0 or config.log_ref_kl
     ref_policy = copy.deepcopy(policy).requires_grad_(False) if need_ref else None  # frozen π_ref
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=0.0)
+    optimizer = grpo_optimizer(policy, config)
     generator = torch.Generator().manual_seed(config.seed)
     forbidden = forbidden_token_ids(tokenizer)
     history, start = History(config=config), time.perf_counter()

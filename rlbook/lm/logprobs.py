@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from rlbook import _checks
+from rlbook.lm import gpt2_fast
 from rlbook.losses import entropy_from_logits
 
 __all__ = ["token_log_probs", "completion_log_probs", "position_ids_from_mask"]
@@ -76,16 +77,27 @@ def completion_log_probs(
     completion_mask: torch.Tensor | None = None,
     with_entropy: bool = False,
 ):
-    """One forward pass over prompt + completion; log π of each completion token (and entropy).
+    """Log π of each completion token (and its entropy) from the model's logits.
 
     The policy is softmax(logits / temperature) over the allowed tokens (``forbidden_ids`` get
     logit −∞), the same distribution :func:`rlbook.lm.sample_completions` draws from.
 
+    Two layouts of the prompts:
+
+    * one prompt per completion, ``prompt_ids`` (B, P): one forward pass over prompt + completion;
+    * one prompt per *group* of G completions, ``prompt_ids`` (N, P) with B = N·G and completion
+      row ``i·G + g`` answering prompt i (the layout :func:`rlbook.lm.sample_completions` returns).
+      The prompt is then encoded once per group and its key/value cache is shared by the G
+      completions (*prefix sharing*). The result, and its gradient, are the same as with each
+      prompt repeated G times, because under causal attention a prompt's hidden states never see
+      the completion that follows it; the work on prompt tokens drops G-fold. GRPO uses this.
+
     Args:
-        model: a causal LM returning ``.logits`` of shape (B, L, V).
-        prompt_ids: (B, P) long, left-padded if widths differ.
+        model: a causal LM returning ``.logits`` of shape (B, L, V) (and a cache with
+            ``batch_repeat_interleave``, as every ``transformers`` model has, for prefix sharing).
+        prompt_ids: (B, P) or (N, P) long, left-padded if widths differ.
         completion_ids: (B, T) long (positions after EOS hold padding; mask them in the loss).
-        prompt_mask: (B, P) bool, False on left padding; None means no padding.
+        prompt_mask: same shape as ``prompt_ids``, bool, False on left padding; None = no padding.
         temperature: τ > 0.
         forbidden_ids: token ids the sampler never emits (removed from the softmax here too).
         completion_mask: (B, T) bool; where False the outputs are exactly 0 (and padding is fed to
@@ -96,32 +108,40 @@ def completion_log_probs(
     Gradient:
         through the model's parameters (run under ``torch.no_grad()`` for old/reference models).
     Raises:
-        ValueError: batch sizes differ, a shape is wrong (``completion_mask`` must match
-            ``completion_ids``), or temperature ≤ 0.
+        ValueError: the completion batch is not a multiple of the prompt batch, a shape is wrong
+            (``completion_mask`` must match ``completion_ids``), or temperature ≤ 0.
     """
     _checks.check_positive("temperature", temperature)
     for name, x in (("prompt_ids", prompt_ids), ("completion_ids", completion_ids)):
         if not isinstance(x, torch.Tensor) or x.dim() != 2:
             raise ValueError(f"`{name}` must be a 2-D tensor (B, L) of token ids")
-    if completion_ids.shape[0] != prompt_ids.shape[0]:
-        raise ValueError(f"`completion_ids` must have batch size {prompt_ids.shape[0]} (as `prompt_ids`); got {completion_ids.shape[0]}")
+    num_prompts, num_completions = prompt_ids.shape[0], completion_ids.shape[0]
+    if num_prompts == 0 or num_completions % num_prompts:
+        raise ValueError(
+            f"`completion_ids` must have batch size {num_prompts} (one completion per prompt) or a multiple "
+            f"N·G of it (G completions per prompt); got {num_completions}"
+        )
     if completion_ids.shape[1] == 0:
         raise ValueError("`completion_ids` is empty (T = 0); nothing to score")
+    if prompt_mask is not None:
+        prompt_mask = _checks.check_bool_like("prompt_mask", prompt_mask, prompt_ids.shape).to(prompt_ids.device)
+        if bool(prompt_mask.all()):
+            prompt_mask = None
     if completion_mask is not None:
         completion_mask = _checks.check_bool_like("completion_mask", completion_mask, completion_ids.shape)
         completion_mask = completion_mask.to(completion_ids.device)
         eos = getattr(getattr(model, "config", None), "eos_token_id", None)
         if isinstance(eos, int):
             completion_ids = torch.where(completion_mask, completion_ids, torch.full_like(completion_ids, eos))
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, P+T)
-    kwargs = {}
-    if prompt_mask is not None and not bool(prompt_mask.all()):
-        _checks.check_bool_like("prompt_mask", prompt_mask, prompt_ids.shape)
-        full = torch.cat([prompt_mask.bool(), torch.ones_like(completion_ids, dtype=torch.bool)], dim=1)
-        kwargs = {"attention_mask": full.long(), "position_ids": position_ids_from_mask(full)}
-    logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits  # (B, P+T, V)
-    P = prompt_ids.shape[1]
-    logits = logits[:, P - 1 : -1, :]  # (B, T, V): column t predicts completion token t
+    group_size = num_completions // num_prompts
+    logits = None
+    if group_size > 1:
+        logits = _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_size)
+    if logits is None:  # one prompt per completion (or a model without a shareable cache)
+        if group_size > 1:
+            prompt_ids = prompt_ids.repeat_interleave(group_size, dim=0)
+            prompt_mask = None if prompt_mask is None else prompt_mask.repeat_interleave(group_size, dim=0)
+        logits = _full_logits(model, prompt_ids, completion_ids, prompt_mask)
     forbidden = sorted({int(i) for i in forbidden_ids})
     if temperature != 1.0 or forbidden:
         logits = logits.float() / temperature
@@ -134,3 +154,66 @@ def completion_log_probs(
         log_probs = torch.where(completion_mask, log_probs, torch.zeros_like(log_probs))
         entropy = None if entropy is None else torch.where(completion_mask, entropy, torch.zeros_like(entropy))
     return (log_probs, entropy) if with_entropy else log_probs
+
+
+def _full_logits(model, prompt_ids, completion_ids, prompt_mask):
+    """(B, T, V) logits predicting each completion token, from one pass over prompt + completion."""
+    input_ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1)  # the last token predicts nothing
+    kwargs = {}
+    if prompt_mask is not None:
+        full = torch.cat([prompt_mask, torch.ones_like(completion_ids[:, :-1], dtype=torch.bool)], dim=1)
+        kwargs = {"attention_mask": full.long(), "position_ids": position_ids_from_mask(full)}
+    logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits  # (B, P+T-1, V)
+    return logits[:, prompt_ids.shape[1] - 1 :, :]  # column t predicts completion token t
+
+
+def _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_size):
+    """(B, T, V) logits with each prompt encoded once and its KV cache repeated G times.
+
+    Returns None when the model's cache cannot be repeated (the caller falls back to one pass).
+    """
+    if prompt_mask is None and gpt2_fast.supported(model):
+        return _shared_prefix_logits_gpt2(model, prompt_ids, completion_ids, group_size)
+    kwargs = {}
+    if prompt_mask is not None:
+        kwargs = {"attention_mask": prompt_mask.long(), "position_ids": position_ids_from_mask(prompt_mask)}
+    out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P): the prompts, once each
+    cache = getattr(out, "past_key_values", None)
+    if not hasattr(cache, "batch_repeat_interleave"):
+        return None
+    first = out.logits[:, -1:, :].repeat_interleave(group_size, dim=0)  # (B, 1, V) predicts token 0
+    T = completion_ids.shape[1]
+    if T == 1:
+        return first
+    cache.batch_repeat_interleave(group_size)  # (N, ...) -> (B, ...), differentiable
+    if prompt_mask is not None:
+        full = torch.cat([prompt_mask.repeat_interleave(group_size, dim=0),
+                          torch.ones_like(completion_ids[:, :-1], dtype=torch.bool)], dim=1)
+        kwargs = {"attention_mask": full.long(), "position_ids": position_ids_from_mask(full)[:, prompt_ids.shape[1]:]}
+    rest = model(input_ids=completion_ids[:, :-1], past_key_values=cache, use_cache=True, **kwargs).logits
+    return torch.cat([first, rest], dim=1)  # (B, T, V)
+
+
+def _shared_prefix_logits_gpt2(model, prompt_ids, completion_ids, group_size):
+    """:func:`_shared_prefix_logits` for a plain GPT-2 and unpadded prompts, via ``gpt2_forward``."""
+    (N, P), T, device = prompt_ids.shape, completion_ids.shape[1], prompt_ids.device
+    prefix = []  # per layer: the prompts' (keys, values), (N, H, P, d)
+
+    def keep(layer, keys, values):
+        prefix.append((keys, values))
+        return keys, values
+
+    first = gpt2_fast.gpt2_forward(model, prompt_ids, torch.arange(P, device=device), keep, is_causal=True, last_only=True)
+    first = first.repeat_interleave(group_size, dim=0)  # (B, 1, V) predicts completion token 0
+    if T == 1:
+        return first
+
+    def after_prompt(layer, keys, values):  # the group's prompt, then the completion so far
+        prompt_keys, prompt_values = prefix[layer]
+        return (torch.cat([prompt_keys.repeat_interleave(group_size, dim=0), keys], dim=2),
+                torch.cat([prompt_values.repeat_interleave(group_size, dim=0), values], dim=2))
+
+    causal = torch.ones(T - 1, P + T - 1, dtype=torch.bool, device=device).tril(diagonal=P)  # query j sees keys ≤ P + j
+    rest = gpt2_fast.gpt2_forward(model, completion_ids[:, :-1], torch.arange(P, P + T - 1, device=device), after_prompt,
+                                  attn_mask=causal)
+    return torch.cat([first, rest], dim=1)  # (B, T, V)

@@ -1,7 +1,7 @@
 """Sampling G completions per prompt with the KV cache: a lean loop, not ``generate``.
 
-One forward over the prompts fills the key/value cache; then each step feeds only the newest
-token. No generation config, no logits processors, no stopping-criteria objects: the loop is the
+One forward over the prompts fills the key/value cache (each prompt encoded once, its cache then
+repeated for the G samples); then each step feeds only the newest token. No generation config, no logits processors, no stopping-criteria objects: the loop is the
 algorithm written out, and at small batches (where ``generate`` is overhead-bound, FIELD-NOTES) it
 is several times faster. Special tokens other than EOS are forbidden (logit −∞); rows that have
 emitted EOS keep being fed padding, and the loop stops when every row has finished.
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from rlbook import _checks
+from rlbook.lm import gpt2_fast
 from rlbook.lm.logprobs import position_ids_from_mask
 
 __all__ = ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"]
@@ -150,19 +151,13 @@ def sample_completions(
     if prompt_mask is None:
         prompt_mask = torch.ones_like(prompt_ids, dtype=torch.bool)
     prompt_mask = _checks.check_bool_like("prompt_mask", prompt_mask, prompt_ids.shape)
-    ids = prompt_ids.to(device).repeat_interleave(num_samples, dim=0)  # (B, P)
-    mask = prompt_mask.to(device).repeat_interleave(num_samples, dim=0)  # (B, P)
-    padded = not bool(mask.all())
+    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+    G, B = num_samples, prompt_ids.shape[0] * num_samples
     forbidden_t = torch.tensor(forbidden, dtype=torch.long, device=device) if forbidden else None
-
-    kwargs = {"attention_mask": mask.long(), "position_ids": position_ids_from_mask(mask)} if padded else {}
-    out = model(input_ids=ids, use_cache=True, **kwargs)
-    past, logits = out.past_key_values, out.logits[:, -1, :]  # logits: (B, V)
-    B = ids.shape[0]
+    decode, logits = _start_decoding(model, prompt_ids, prompt_mask, G, max_new_tokens)  # logits: (B, V)
     tokens = torch.full((B, max_new_tokens), int(pad_token_id), dtype=torch.long, device=device)
     log_probs = torch.zeros((B, max_new_tokens), dtype=torch.float32, device=device)
     finished = torch.zeros(B, dtype=torch.bool, device=device)
-    attn, next_pos = mask.long(), position_ids_from_mask(mask)[:, -1:] + 1  # (B, P), (B, 1)
     steps = 0
     for t in range(max_new_tokens):
         tok, logp = _sample_next(logits, forbidden_t, temperature, generator, greedy)
@@ -173,20 +168,98 @@ def sample_completions(
         steps = t + 1
         if t + 1 == max_new_tokens or bool(finished.all()):
             break
-        if padded:
-            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
-            kwargs = {"attention_mask": attn, "position_ids": next_pos}
-            next_pos = next_pos + 1
         feed = torch.where(finished, torch.full_like(tok, int(eos_token_id)), tok)  # no pad ids into the model
-        out = model(input_ids=feed[:, None], past_key_values=past, use_cache=True, **kwargs)
-        past, logits = out.past_key_values, out.logits[:, -1, :]
+        logits = decode(feed)  # one new token per row through the KV cache
     tokens, log_probs = tokens[:, :steps], log_probs[:, :steps]
     completion_mask = completion_mask_from_eos(tokens, eos_token_id)
+    ids, mask = prompt_ids.repeat_interleave(G, dim=0), prompt_mask.repeat_interleave(G, dim=0)  # (B, P)
     result = Completions(ids, mask, tokens, completion_mask, log_probs * completion_mask)
     if tokenizer is not None:
         result.texts = decode_completions(tokenizer, tokens, completion_mask)
     return result
 
+
+def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens):
+    """Encode the N prompts once; return (decode, logits): decode(tokens (B,)) -> next logits (B, V).
+
+    Each prompt's key/value cache is repeated for its G = ``num_samples`` rows (B = N·G). A plain
+    GPT-2 runs through :func:`rlbook.lm.gpt2_fast.gpt2_forward` with a preallocated cache
+    (:class:`_GPT2Decoder`); any other model through its own ``forward`` and cache object.
+    """
+    padded = not bool(prompt_mask.all())
+    mask = prompt_mask.repeat_interleave(num_samples, dim=0)  # (B, P)
+    if gpt2_fast.supported(model) and not padded:
+        prefix = []
+        keep = lambda layer, keys, values: prefix.append((keys, values)) or (keys, values)  # noqa: E731
+        positions = torch.arange(prompt_ids.shape[1], device=prompt_ids.device)
+        logits = gpt2_fast.gpt2_forward(model, prompt_ids, positions, keep, is_causal=True, last_only=True)[:, -1]
+        return _GPT2Decoder(model, prefix, mask, max_new_tokens), logits.repeat_interleave(num_samples, dim=0)
+    kwargs = {"attention_mask": prompt_mask.long(), "position_ids": position_ids_from_mask(prompt_mask)} if padded else {}
+    out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P)
+    past, logits = out.past_key_values, out.logits[:, -1, :]  # logits: (N, V)
+    if gpt2_fast.supported(model):  # padded prompts: the model's own prefill, then our decoding
+        prefix = [(layer.keys, layer.values) for layer in past.layers]
+        return _GPT2Decoder(model, prefix, mask, max_new_tokens), logits.repeat_interleave(num_samples, dim=0)
+    if num_samples > 1:
+        if hasattr(past, "batch_repeat_interleave"):
+            past.batch_repeat_interleave(num_samples)
+            logits = logits.repeat_interleave(num_samples, dim=0)
+        else:  # a cache we cannot repeat: encode every row
+            ids = prompt_ids.repeat_interleave(num_samples, dim=0)
+            kwargs = {"attention_mask": mask.long(), "position_ids": position_ids_from_mask(mask)} if padded else {}
+            out = model(input_ids=ids, use_cache=True, **kwargs)
+            past, logits = out.past_key_values, out.logits[:, -1, :]
+    state = {"past": past, "attn": mask.long(), "pos": position_ids_from_mask(mask)[:, -1:] + 1}
+
+    def decode(feed):
+        kwargs = {}
+        if padded:  # the mask covers the cached positions and the new one
+            state["attn"] = torch.cat([state["attn"], torch.ones_like(state["attn"][:, :1])], dim=1)
+            kwargs = {"attention_mask": state["attn"], "position_ids": state["pos"]}
+            state["pos"] = state["pos"] + 1
+        out = model(input_ids=feed[:, None], past_key_values=state["past"], use_cache=True, **kwargs)
+        state["past"] = out.past_key_values
+        return out.logits[:, -1, :]
+
+    return decode, logits
+
+
+class _GPT2Decoder:
+    """One-token decoding steps of a plain GPT-2 with a preallocated key/value cache.
+
+    The prompts' keys and values (N rows) are copied once into (B, H, P + T, d) buffers, each
+    repeated for its G rows; every step writes the new token's keys and values in place and
+    attends over the filled part (left padding masked out). No cache object is grown by
+    concatenation, and no attention mask is built for the unpadded case.
+    """
+
+    def __init__(self, model, prefix, mask, max_new_tokens):
+        self.model = model
+        (B, P), N = mask.shape, prefix[0][0].shape[0]
+        self.keys, self.values = [], []
+        for keys, values in prefix:  # (N, H, P, d) each
+            size = (B, keys.shape[1], P + max_new_tokens, keys.shape[3])
+            k, v = keys.new_empty(size), values.new_empty(size)
+            k[:, :, :P], v[:, :, :P] = keys.repeat_interleave(B // N, dim=0), values.repeat_interleave(B // N, dim=0)
+            self.keys.append(k)
+            self.values.append(v)
+        self.length = P
+        self.key_mask = None
+        if not bool(mask.all()):
+            self.key_mask = torch.cat([mask, mask.new_ones(B, max_new_tokens)], dim=1)[:, None, None, :]
+        self.pos = position_ids_from_mask(mask)[:, -1:] + 1  # (B, 1) position of the next token
+
+    def __call__(self, feed):
+        L = self.length
+
+        def write(layer, keys, values):  # keys, values: (B, H, 1, d) of the new token
+            self.keys[layer][:, :, L : L + 1], self.values[layer][:, :, L : L + 1] = keys, values
+            return self.keys[layer][:, :, : L + 1], self.values[layer][:, :, : L + 1]
+
+        mask = None if self.key_mask is None else self.key_mask[..., : L + 1]
+        logits = gpt2_fast.gpt2_forward(self.model, feed[:, None], self.pos, write, attn_mask=mask)  # (B, 1, V)
+        self.length, self.pos = L + 1, self.pos + 1
+        return logits[:, -1]
 
 def decode_completions(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> list[str]:
     """Decode each row's masked tokens to text, keeping special tokens (so verifiers see them).
@@ -201,5 +274,5 @@ def decode_completions(tokenizer, completion_ids: torch.Tensor, completion_mask:
         ValueError: the shapes differ.
     """
     completion_mask = _checks.check_bool_like("completion_mask", completion_mask, completion_ids.shape)
-    rows = [ids[m].tolist() for ids, m in zip(completion_ids.cpu(), completion_mask.cpu())]
+    rows = [[t for t, keep in zip(ids, m) if keep] for ids, m in zip(completion_ids.tolist(), completion_mask.tolist())]
     return tokenizer.batch_decode(rows, skip_special_tokens=False, clean_up_tokenization_spaces=False)

@@ -84,20 +84,15 @@ def encode_prompts(tokenizer, prompts: list[str], add_bos: bool = True) -> tuple
     if isinstance(prompts, str) or len(prompts) == 0:
         raise ValueError("`prompts` must be a non-empty list of strings")
     bos = getattr(tokenizer, "bos_token_id", None) if add_bos else None
-    rows = []
-    for p in prompts:
-        ids = tokenizer(p, add_special_tokens=False).input_ids
-        ids = ([bos] if bos is not None else []) + list(ids)
+    encoded = tokenizer(list(prompts), add_special_tokens=False).input_ids  # one batched call
+    rows = [([bos] if bos is not None else []) + list(ids) for ids in encoded]
+    for p, ids in zip(prompts, rows):
         if not ids:
             raise ValueError(f"`prompts` contains a prompt that encodes to no tokens: {p!r}")
-        rows.append(ids)
     width = max(len(r) for r in rows)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.bool)
-    for i, r in enumerate(rows):
-        input_ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-        attention_mask[i, width - len(r):] = True
+    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)
+    attention_mask = torch.tensor([[False] * (width - len(r)) + [True] * len(r) for r in rows], dtype=torch.bool)
     return input_ids, attention_mask
 
 
