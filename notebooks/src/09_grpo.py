@@ -391,6 +391,7 @@ history = rl.train_grpo(policy, tok, task, grpo_config)
 after = rl.evaluate(policy, tok, held_out, num_samples=16, k=8, seed=1)
 print("before:", {k: round(v, 3) for k, v in before.items() if k != "num_correct"})
 print("after: ", {k: round(v, 3) for k, v in after.items() if k != "num_correct"})
+print(f"GRPO phase: {history.wall_seconds:.0f} s on this machine")
 assert after["pass@1"] - before["pass@1"] >= 0.40, "held-out sampled pass@1 should rise by at least 40 points"
 assert after["greedy_accuracy"] > before["greedy_accuracy"], "greedy accuracy should rise too"
 
@@ -459,9 +460,9 @@ plt.tight_layout();
 #   With micro-batches, token-level means need the global token count.
 # * The reported GRPO loss is zero on a fresh batch while the gradient is not: monitor reward, held-out
 #   accuracy and KL instead.
-# * On the book's small transformer GRPO lifted held-out sampled pass@1 by about 40 points in a
-#   couple of minutes on a CPU, by sharpening what supervised training had left uncertain; greedy
-#   accuracy, already high, stayed about where it was.
+# * On the book's small transformer GRPO lifted held-out sampled pass@1 by more than 40 points in
+#   about a minute on a CPU, by sharpening what supervised training had left uncertain; greedy
+#   accuracy, already high, rose as well.
 #
 # ## Exercises
 #

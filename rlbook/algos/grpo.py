@@ -42,12 +42,13 @@ Measured (defaults, small size: SFT ``SFTConfig()`` 550 steps then GRPO ``GRPOCo
 of 64 prompts × 8; ``evaluate`` on ``task.held_out_problems(500)``, 16 samples at τ = 1):
 
     seed   pass@1 before → after   greedy before → after   pass@8 before → after
-    0      0.349 → 0.791 (+44)     0.854 → 0.922           0.933 → 0.989
-    1      0.414 → 0.905 (+49)     0.972 → 0.992           0.972 → 0.995
-    2      0.314 → 0.755 (+44)     0.944 → 0.976           0.936 → 0.993
+    0      0.349 → 0.806 (+46)     0.854 → 0.956           0.933 → 0.989
+    1      0.414 → 0.909 (+50)     0.972 → 0.992           0.972 → 0.996
+    2      0.314 → 0.750 (+44)     0.944 → 0.974           0.936 → 0.997
 
-The GRPO phase costs ~100 s of one CPU core (torch 1 thread; measured on a loaded shared machine,
-so the CPU time is the less load-sensitive number). Tuning notes: lr 1e-3 collapsed greedy accuracy
+The GRPO phase takes ~60 s on one CPU core (torch 1 thread; chapter 9 prints it). Per step, the
+sampler and the scorer encode each prompt once for its G completions and a plain GPT-2 runs through
+``rl.lm.gpt2_forward``; ``benchmarks/grpo_throughput.py`` compares the step with TRL's. Tuning notes: lr 1e-3 collapsed greedy accuracy
 (0.998 → 0.82); lr 3e-4 with 32 prompts/step was unstable for seed 0 after ~150 steps; 32 prompts at
 lr 2e-4 gave +40/+46/+37. Doubling the prompts per step (less noisy gradient) fixed both.
 

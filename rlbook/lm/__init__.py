@@ -12,8 +12,8 @@ module                      public names
 ``rlbook.lm.sampling``      sample_completions, Completions, completion_mask_from_eos,
                             decode_completions
 ``rlbook.lm.logprobs``      token_log_probs, completion_log_probs, position_ids_from_mask
-``rlbook.lm.gpt2_fast``     gpt2_forward (the GPT-2 forward written out; the sampler's and the
-                            scorer's fast path for a plain GPT-2)
+``rlbook.lm.gpt2_fast``     gpt2_forward, gpt2_prefill (a GPT-2's forward written out: the
+                            sampler's and the scorer's fast path)
 ``rlbook.lm.sft``           SFTConfig, train_sft, sft_batch
 ``rlbook.lm.checkpoint``    save_checkpoint, load_checkpoint
 ==========================  ======================================================================
@@ -32,7 +32,7 @@ _EXPORTS = {
     "model": ["policy_config", "build_policy", "load_policy", "count_parameters"],
     "sampling": ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"],
     "logprobs": ["token_log_probs", "completion_log_probs", "position_ids_from_mask"],
-    "gpt2_fast": ["gpt2_forward"],
+    "gpt2_fast": ["gpt2_forward", "gpt2_prefill"],
     "sft": ["SFTConfig", "sft_batch", "train_sft"],
     "checkpoint": ["save_checkpoint", "load_checkpoint"],
 }

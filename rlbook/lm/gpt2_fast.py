@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["supported", "gpt2_forward"]
+__all__ = ["supported", "gpt2_forward", "gpt2_prefill"]
 
 
 def supported(model) -> bool:
@@ -79,3 +79,24 @@ def gpt2_forward(model, input_ids, positions, attend, attn_mask=None, is_causal=
     if last_only:
         x = x[:, -1:]
     return model.lm_head(tr.ln_f(x))
+
+
+def gpt2_prefill(model, prompt_ids):
+    """Encode unpadded prompts once: the next-token logits and every layer's keys and values.
+
+    Args:
+        model: a plain ``GPT2LMHeadModel`` (see :func:`supported`).
+        prompt_ids: (N, P) long, no padding.
+    Returns:
+        logits (N, V) at the last prompt position, and a list with one (keys, values) pair of
+        shape (N, H, P, d) per layer.
+    """
+    prefix = []
+
+    def keep(layer, keys, values):
+        prefix.append((keys, values))
+        return keys, values
+
+    positions = torch.arange(prompt_ids.shape[1], device=prompt_ids.device)
+    logits = gpt2_forward(model, prompt_ids, positions, keep, is_causal=True, last_only=True)
+    return logits[:, -1], prefix

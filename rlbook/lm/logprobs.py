@@ -158,13 +158,13 @@ def completion_log_probs(
 
 def _full_logits(model, prompt_ids, completion_ids, prompt_mask):
     """(B, T, V) logits predicting each completion token, from one pass over prompt + completion."""
-    input_ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1)  # the last token predicts nothing
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, P+T)
     kwargs = {}
     if prompt_mask is not None:
-        full = torch.cat([prompt_mask, torch.ones_like(completion_ids[:, :-1], dtype=torch.bool)], dim=1)
+        full = torch.cat([prompt_mask, torch.ones_like(completion_ids, dtype=torch.bool)], dim=1)
         kwargs = {"attention_mask": full.long(), "position_ids": position_ids_from_mask(full)}
-    logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits  # (B, P+T-1, V)
-    return logits[:, prompt_ids.shape[1] - 1 :, :]  # column t predicts completion token t
+    logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits  # (B, P+T, V)
+    return logits[:, prompt_ids.shape[1] - 1 : -1, :]  # column t predicts completion token t
 
 
 def _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_size):
@@ -197,14 +197,8 @@ def _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_
 def _shared_prefix_logits_gpt2(model, prompt_ids, completion_ids, group_size):
     """:func:`_shared_prefix_logits` for a plain GPT-2 and unpadded prompts, via ``gpt2_forward``."""
     (N, P), T, device = prompt_ids.shape, completion_ids.shape[1], prompt_ids.device
-    prefix = []  # per layer: the prompts' (keys, values), (N, H, P, d)
-
-    def keep(layer, keys, values):
-        prefix.append((keys, values))
-        return keys, values
-
-    first = gpt2_fast.gpt2_forward(model, prompt_ids, torch.arange(P, device=device), keep, is_causal=True, last_only=True)
-    first = first.repeat_interleave(group_size, dim=0)  # (B, 1, V) predicts completion token 0
+    first, prefix = gpt2_fast.gpt2_prefill(model, prompt_ids)  # (N, V); per layer (keys, values) (N, H, P, d)
+    first = first.repeat_interleave(group_size, dim=0)[:, None]  # (B, 1, V) predicts completion token 0
     if T == 1:
         return first
 

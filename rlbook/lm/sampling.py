@@ -1,8 +1,8 @@
 """Sampling G completions per prompt with the KV cache: a lean loop, not ``generate``.
 
 One forward over the prompts fills the key/value cache (each prompt encoded once, its cache then
-repeated for the G samples); then each step feeds only the newest token. No generation config, no logits processors, no stopping-criteria objects: the loop is the
-algorithm written out, and at small batches (where ``generate`` is overhead-bound, FIELD-NOTES) it
+repeated for the G samples); then each step feeds only the newest token. No generation config, no
+logits processors, no stopping-criteria objects: the loop is the algorithm written out, and at small batches (where ``generate`` is overhead-bound, FIELD-NOTES) it
 is several times faster. Special tokens other than EOS are forbidden (logit −∞); rows that have
 emitted EOS keep being fed padding, and the loop stops when every row has finished.
 """
@@ -189,10 +189,7 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
     padded = not bool(prompt_mask.all())
     mask = prompt_mask.repeat_interleave(num_samples, dim=0)  # (B, P)
     if gpt2_fast.supported(model) and not padded:
-        prefix = []
-        keep = lambda layer, keys, values: prefix.append((keys, values)) or (keys, values)  # noqa: E731
-        positions = torch.arange(prompt_ids.shape[1], device=prompt_ids.device)
-        logits = gpt2_fast.gpt2_forward(model, prompt_ids, positions, keep, is_causal=True, last_only=True)[:, -1]
+        logits, prefix = gpt2_fast.gpt2_prefill(model, prompt_ids)  # (N, V), per layer (N, H, P, d)
         return _GPT2Decoder(model, prefix, mask, max_new_tokens), logits.repeat_interleave(num_samples, dim=0)
     kwargs = {"attention_mask": prompt_mask.long(), "position_ids": position_ids_from_mask(prompt_mask)} if padded else {}
     out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P)
@@ -260,6 +257,7 @@ class _GPT2Decoder:
         logits = gpt2_fast.gpt2_forward(self.model, feed[:, None], self.pos, write, attn_mask=mask)  # (B, 1, V)
         self.length, self.pos = L + 1, self.pos + 1
         return logits[:, -1]
+
 
 def decode_completions(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> list[str]:
     """Decode each row's masked tokens to text, keeping special tokens (so verifiers see them).
