@@ -12,6 +12,10 @@ GPT-2 is decoded and scored through ``rl.lm.gpt2_forward`` (the model's arithmet
 generic ``forward`` machinery, which dominates at this size); scoring also shares each prompt's
 prefix among its G completions and reuses the sampler's log-probs as log π_old; AdamW is fused.
 
+Measured on an idle 2-core machine (torch 2.13 CPU, TRL 1.16, 20 timed steps, best of two runs
+each): 2 threads 1441 vs 628 completions/s (2.29x); 1 thread 1238 vs 485 (2.55x). Before the
+prefix sharing, the written-out GPT-2 forward and the fused AdamW the ratio was 1.4-1.7x.
+
 Prints completions/s and generated tokens/s for each and the ratio; the last line is one JSON
 object. TRL is optional (``pip install trl``); without it only our numbers are reported.
 
