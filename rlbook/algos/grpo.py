@@ -48,9 +48,11 @@ of 64 prompts × 8; ``evaluate`` on ``task.held_out_problems(500)``, 16 samples 
 
 The GRPO phase takes ~60 s on one CPU core (torch 1 thread; chapter 9 prints it). Per step, the
 sampler and the scorer encode each prompt once for its G completions and a plain GPT-2 runs through
-``rl.lm.gpt2_forward``; ``benchmarks/grpo_throughput.py`` compares the step with TRL's. Tuning notes: lr 1e-3 collapsed greedy accuracy
-(0.998 → 0.82); lr 3e-4 with 32 prompts/step was unstable for seed 0 after ~150 steps; 32 prompts at
-lr 2e-4 gave +40/+46/+37. Doubling the prompts per step (less noisy gradient) fixed both.
+``rl.lm.gpt2_forward``; ``benchmarks/grpo_throughput.py`` compares the step with TRL's.
+
+Tuning notes: lr 1e-3 collapsed greedy accuracy (0.998 → 0.82); lr 3e-4 with 32 prompts/step was
+unstable for seed 0 after ~150 steps; 32 prompts at lr 2e-4 gave +40/+46/+37. Doubling the prompts
+per step (less noisy gradient) fixed both.
 
 Logged per step (``History.log``): reward, pass@1 (sampled accuracy of the batch), kl (mean k3 to
 π_ref over completion tokens, logged even when β = 0), entropy (mean token entropy), clip_fraction

@@ -37,7 +37,8 @@ def supported(model) -> bool:
     if type(model) is not GPT2LMHeadModel or model.training:
         return False
     c = model.config
-    return bool(c.scale_attn_weights) and not (c.add_cross_attention or c.scale_attn_by_inverse_layer_idx or c.reorder_and_upcast_attn)
+    variants = c.add_cross_attention or c.scale_attn_by_inverse_layer_idx or c.reorder_and_upcast_attn
+    return bool(c.scale_attn_weights) and not variants
 
 
 def gpt2_forward(model, input_ids, positions, attend, attn_mask=None, is_causal=False, last_only=False):

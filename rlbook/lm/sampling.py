@@ -2,9 +2,10 @@
 
 One forward over the prompts fills the key/value cache (each prompt encoded once, its cache then
 repeated for the G samples); then each step feeds only the newest token. No generation config, no
-logits processors, no stopping-criteria objects: the loop is the algorithm written out, and at small batches (where ``generate`` is overhead-bound, FIELD-NOTES) it
-is several times faster. Special tokens other than EOS are forbidden (logit −∞); rows that have
-emitted EOS keep being fed padding, and the loop stops when every row has finished.
+logits processors, no stopping-criteria objects: the loop is the algorithm written out, and at
+small batches (where ``generate`` is overhead-bound, FIELD-NOTES) it is several times faster.
+Special tokens other than EOS are forbidden (logit −∞); rows that have emitted EOS keep being fed
+padding, and the loop stops when every row has finished.
 """
 
 from __future__ import annotations
