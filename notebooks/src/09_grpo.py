@@ -482,3 +482,8 @@ plt.tight_layout();
 #    share of zero-variance groups look like from the first step? Then try `carry_noise=0.6`, which
 #    teaches the model to forget the carry out of the units column: greedy decoding is then wrong on
 #    every such problem. How far does GRPO get, and why does sharpening the policy lock the slip in?
+# 7. *(Cost.)* Time `rl.lm.completion_log_probs` forward and backward with the $N$ distinct prompts
+#    (prefix sharing) and with each prompt repeated $G$ times, for $G = 2, 8, 32$ and a fixed number of
+#    completions. Predict the ratio from the token counts $N P + N G (T-1)$ and $N G (P + T - 1)$
+#    before you measure; where does the prediction fail, and why? (Hint: count the attention's work
+#    too, and the fixed cost of each call.)
