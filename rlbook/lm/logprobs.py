@@ -67,6 +67,19 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def padding_kwargs(mask: torch.Tensor, first_position: int = 0) -> dict:
+    """``model(...)`` keyword arguments for left-padded rows: the attention mask and position ids.
+
+    Args:
+        mask: (B, L) bool, False on left padding, covering every position the call attends to.
+        first_position: keep position ids from this column on (the tokens fed in this call when the
+            earlier columns are already in the cache).
+    Returns:
+        ``{"attention_mask": (B, L) long, "position_ids": (B, L - first_position) long}``.
+    """
+    return {"attention_mask": mask.long(), "position_ids": position_ids_from_mask(mask)[:, first_position:]}
+
+
 def completion_log_probs(
     model,
     prompt_ids: torch.Tensor,
@@ -162,7 +175,7 @@ def _full_logits(model, prompt_ids, completion_ids, prompt_mask):
     kwargs = {}
     if prompt_mask is not None:
         full = torch.cat([prompt_mask, torch.ones_like(completion_ids, dtype=torch.bool)], dim=1)
-        kwargs = {"attention_mask": full.long(), "position_ids": position_ids_from_mask(full)}
+        kwargs = padding_kwargs(full)
     logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits  # (B, P+T, V)
     return logits[:, prompt_ids.shape[1] - 1 : -1, :]  # column t predicts completion token t
 
@@ -176,7 +189,7 @@ def _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_
         return _shared_prefix_logits_gpt2(model, prompt_ids, completion_ids, group_size)
     kwargs = {}
     if prompt_mask is not None:
-        kwargs = {"attention_mask": prompt_mask.long(), "position_ids": position_ids_from_mask(prompt_mask)}
+        kwargs = padding_kwargs(prompt_mask)
     out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P): the prompts, once each
     cache = getattr(out, "past_key_values", None)
     if not hasattr(cache, "batch_repeat_interleave"):
@@ -189,7 +202,7 @@ def _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_
     if prompt_mask is not None:
         full = torch.cat([prompt_mask.repeat_interleave(group_size, dim=0),
                           torch.ones_like(completion_ids[:, :-1], dtype=torch.bool)], dim=1)
-        kwargs = {"attention_mask": full.long(), "position_ids": position_ids_from_mask(full)[:, prompt_ids.shape[1]:]}
+        kwargs = padding_kwargs(full, first_position=prompt_ids.shape[1])
     rest = model(input_ids=completion_ids[:, :-1], past_key_values=cache, use_cache=True, **kwargs).logits
     return torch.cat([first, rest], dim=1)  # (B, T, V)
 

@@ -16,7 +16,7 @@ import torch
 
 from rlbook import _checks
 from rlbook.lm import gpt2_fast
-from rlbook.lm.logprobs import position_ids_from_mask
+from rlbook.lm.logprobs import padding_kwargs, position_ids_from_mask
 
 __all__ = ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"]
 
@@ -192,7 +192,7 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
     if gpt2_fast.supported(model) and not padded:
         logits, prefix = gpt2_fast.gpt2_prefill(model, prompt_ids)  # (N, V), per layer (N, H, P, d)
         return _GPT2Decoder(model, prefix, mask, max_new_tokens), logits.repeat_interleave(num_samples, dim=0)
-    kwargs = {"attention_mask": prompt_mask.long(), "position_ids": position_ids_from_mask(prompt_mask)} if padded else {}
+    kwargs = padding_kwargs(prompt_mask) if padded else {}
     out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P)
     past, logits = out.past_key_values, out.logits[:, -1, :]  # logits: (N, V)
     if gpt2_fast.supported(model):  # padded prompts: the model's own prefill, then our decoding
@@ -204,7 +204,7 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
             logits = logits.repeat_interleave(num_samples, dim=0)
         else:  # a cache we cannot repeat: encode every row
             ids = prompt_ids.repeat_interleave(num_samples, dim=0)
-            kwargs = {"attention_mask": mask.long(), "position_ids": position_ids_from_mask(mask)} if padded else {}
+            kwargs = padding_kwargs(mask) if padded else {}
             out = model(input_ids=ids, use_cache=True, **kwargs)
             past, logits = out.past_key_values, out.logits[:, -1, :]
     state = {"past": past, "attn": mask.long(), "pos": position_ids_from_mask(mask)[:, -1:] + 1}
