@@ -1,7 +1,7 @@
 """Part II benchmark: env steps (and wall seconds) for REINFORCE, TRPO and PPO to solve CartPole-v1.
 
 "Solved" = the mean return of the last 20 finished episodes (all envs, in finishing order) first
-reaches 475 (FIELD-NOTES convention, ``History.steps_to_threshold(475, 20)``). Runs are
+reaches 475 (``History.steps_to_threshold(475, 20)``). Runs are
 deterministic given the seed, so the step counts do not depend on machine load; wall seconds do.
 
     python benchmarks/cartpole.py                          # all algorithms, seeds 0 1 2

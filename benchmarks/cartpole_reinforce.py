@@ -9,7 +9,7 @@ medians over seeds, and as its LAST line one JSON object {variant: median env st
     python benchmarks/cartpole_reinforce.py --variants default rtg+mean --seeds 0 1 2 3 4
 
 Env-step counts are deterministic given the seed; wall seconds depend on the machine and its load.
-Reference (FIELD-NOTES, same kind of machine): a plain REINFORCE with a mean baseline, 8 episodes
+Reference (measured on the same kind of 2-core machine): a plain REINFORCE with a mean baseline, 8 episodes
 per update, needs 66.2k / 67.8k / 70.6k env steps.
 """
 

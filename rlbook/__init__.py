@@ -18,11 +18,13 @@ _MODULES = [
     "config",
     "history",
     "headline",
+    "claims",
     # --- Part I (returns, score functions, REINFORCE) ---
     "returns",
     "policy_gradient",
     "envs.bandits",
     "envs.tabular",
+    "values",
     "envs.cartpole",
     "plotting",
     "algos.reinforce",
@@ -41,6 +43,7 @@ _MODULES = [
     "aggregation",
     "evaluation",
     "rewards",
+    "steps",
     "algos.grpo",
 ]
 

@@ -32,10 +32,35 @@ def _trajectory_inputs(rewards, values, next_values, terminated, truncated=None)
     return rewards, values, next_values, terminated, truncated
 
 
-def td_errors(rewards, values, next_values, terminated, gamma: float) -> torch.Tensor:
+def _discounts(gamma, rewards: torch.Tensor):
+    """Validate γ: a float in [0, 1] is returned unchanged (the scalar path); a tensor of per-step
+    discounts γ_t must broadcast to ``rewards``' shape (..., T) without enlarging it, be finite and
+    lie in [0, 1]; it is returned in ``rewards``' dtype and device."""
+    if not isinstance(gamma, torch.Tensor):
+        _checks.check_in_range("gamma", gamma, 0.0, 1.0)
+        return gamma
+    gamma = _checks.as_float_tensor("gamma", gamma, dtype=rewards.dtype).to(rewards.device)
+    try:
+        ok = torch.broadcast_shapes(gamma.shape, rewards.shape) == rewards.shape
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"`gamma` must be a float or a tensor of per-step discounts broadcasting to the shape of "
+            f"`rewards` {tuple(rewards.shape)}; got shape {tuple(gamma.shape)}"
+        )
+    if gamma.numel() and ((gamma < 0) | (gamma > 1)).any():
+        raise ValueError(
+            f"`gamma` (per-step discounts) must lie in [0, 1]; got values in "
+            f"[{float(gamma.min())}, {float(gamma.max())}]"
+        )
+    return gamma
+
+
+def td_errors(rewards, values, next_values, terminated, gamma) -> torch.Tensor:
     """One-step temporal-difference errors.
 
-    δ_t = r_t + γ·(1 − terminated_t)·V(s_{t+1}) − V(s_t)
+    δ_t = r_t + γ_t·(1 − terminated_t)·V(s_{t+1}) − V(s_t),   γ_t = γ for a float ``gamma``
 
     Source: book eq. (td-error); Schulman et al. 2016, arXiv:1506.02438, sec. 3 (δ^V_t).
 
@@ -45,14 +70,16 @@ def td_errors(rewards, values, next_values, terminated, gamma: float) -> torch.T
         next_values: (..., T) V(s_{t+1}); at a truncation it must hold V(final observation),
             at a termination its value is ignored.
         terminated: (..., T) bool, true where s_{t+1} is terminal (no bootstrap).
-        gamma: discount γ in [0, 1].
+        gamma: discount γ in [0, 1] (float), or a tensor of per-step discounts γ_t in [0, 1]
+            broadcasting to (..., T), as in :func:`gae`.
     Returns:
         (..., T) TD errors, same dtype as ``rewards``.
     Gradient:
         flows through ``values`` and ``next_values`` if they require grad; callers computing
         advantages should pass detached values.
     Raises:
-        ValueError: shapes differ (the argument is named), or gamma outside [0, 1].
+        ValueError: shapes differ (the argument is named), gamma (or any γ_t) outside [0, 1],
+            non-finite, or a γ tensor that does not broadcast to ``rewards``.
     See also:
         rlbook.gae, rlbook.reference.td_errors_loop
     Example:
@@ -60,26 +87,38 @@ def td_errors(rewards, values, next_values, terminated, gamma: float) -> torch.T
         [1.5]
     """
     rewards, values, next_values, terminated, _ = _trajectory_inputs(rewards, values, next_values, terminated)
-    _checks.check_in_range("gamma", gamma, 0.0, 1.0)
+    gamma = _discounts(gamma, rewards)
     not_terminal = (~terminated).to(rewards.dtype)
     return rewards + gamma * not_terminal * next_values - values
 
 
 def gae(
-    rewards, values, next_values, terminated, truncated, gamma: float, gae_lambda: float
+    rewards, values, next_values, terminated, truncated, gamma, gae_lambda: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalized advantage estimation, computed by the backward recursion.
 
-    δ_t = r_t + γ(1 − terminated_t)V(s_{t+1}) − V(s_t)
-    Â_t = δ_t + γλ(1 − done_t)·Â_{t+1},   done_t = terminated_t ∨ truncated_t,   Â_T = 0
+    δ_t = r_t + γ_t(1 − terminated_t)V(s_{t+1}) − V(s_t)
+    Â_t = δ_t + γ_tλ(1 − done_t)·Â_{t+1},   done_t = terminated_t ∨ truncated_t,   Â_T = 0
     returns_t = Â_t + V(s_t)   (the TD(λ) return, the value-function target)
 
-    Within one episode this equals Σ_l (γλ)^l δ_{t+l}. ``terminated`` drops the bootstrap;
-    ``truncated`` keeps it (through ``next_values`` = V(final obs)) but stops the sum, so no
-    quantity leaks across episode boundaries. The last step of the rollout is treated as
-    bootstrapped by ``next_values[..., -1]`` unless it is terminated.
+    Within one episode this equals Σ_l (Π_{k<l} γ_{t+k}λ) δ_{t+l}, i.e. Σ_l (γλ)^l δ_{t+l} for a
+    constant γ. ``terminated`` drops the bootstrap; ``truncated`` keeps it (through
+    ``next_values`` = V(final obs)) but stops the sum, so no quantity leaks across episode
+    boundaries. The last step of the rollout is treated as bootstrapped by
+    ``next_values[..., -1]`` unless it is terminated.
 
-    Source: book eq. (gae); Schulman et al. 2016, arXiv:1506.02438, eq. 16; PPO (arXiv:1707.06347) eq. 11–12.
+    Per-step discounts. ``gamma`` may be a float γ (then γ_t = γ for every t) or a tensor of
+    per-step discounts γ_t, the discount applied to what follows step t (rlax's ``discount_t``).
+    γ_t and the flags combine multiplicatively: the bootstrap weight is γ_t·(1 − terminated_t)
+    and the recursion weight is γ_t·λ·(1 − done_t). So γ_t = 0 acts exactly like
+    ``terminated_t`` (no bootstrap, no carry), a flag always wins over γ_t (a terminated step
+    never bootstraps whatever γ_t is, a truncated one always stops the sum), and with all flags
+    false this is rlax's ``truncated_generalized_advantage_estimation`` with
+    ``discount_t = γ_t`` (its last bootstrap value being ``next_values[..., -1]``). A tensor
+    filled with the constant γ gives the float result.
+
+    Source: book eq. (gae); Schulman et al. 2016, arXiv:1506.02438, eq. 16; PPO (arXiv:1707.06347) eq. 11–12;
+    per-step discounts as in DeepMind's rlax (``truncated_generalized_advantage_estimation``).
 
     Args:
         rewards: (..., T) rewards r_t.
@@ -87,28 +126,35 @@ def gae(
         next_values: (..., T) V(s_{t+1}) (V of the final observation at a truncation).
         terminated: (..., T) bool, s_{t+1} terminal.
         truncated: (..., T) bool, episode cut by a time limit after step t.
-        gamma: discount γ in [0, 1].
+        gamma: discount γ in [0, 1] (float), or a tensor of per-step discounts γ_t in [0, 1]
+            of shape (..., T) or any shape broadcasting to it (e.g. (T,) shared by all rows).
         gae_lambda: λ in [0, 1]; 0 gives δ_t, 1 gives the Monte-Carlo return minus V.
     Returns:
         (advantages, returns), both (..., T).
     Gradient:
         none intended: pass detached values (the result is a constant target).
     Raises:
-        ValueError: shapes differ (argument named), gamma or gae_lambda outside [0, 1].
+        ValueError: shapes differ (argument named), gamma (or any γ_t) or gae_lambda outside
+            [0, 1], γ_t non-finite, or a γ tensor that does not broadcast to ``rewards``.
     See also:
         rlbook.td_errors, rlbook.n_step_returns, rlbook.reference.gae_loop
     Example:
         >>> adv, ret = gae([1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [False, True], [False, False], 1.0, 1.0)
         >>> adv.tolist()
         [2.0, 1.0]
+        >>> adv, _ = gae([1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [False, False], [False, False],
+        ...              torch.tensor([0.0, 1.0]), 1.0)   # γ_0 = 0 ends the sum like a termination
+        >>> adv.tolist()
+        [1.0, 1.0]
     """
     rewards, values, next_values, terminated, truncated = _trajectory_inputs(
         rewards, values, next_values, terminated, truncated
     )
-    _checks.check_in_range("gamma", gamma, 0.0, 1.0)
+    gamma = _discounts(gamma, rewards)  # a float, or (..., T) per-step γ_t
     _checks.check_in_range("gae_lambda", gae_lambda, 0.0, 1.0)
     deltas = td_errors(rewards, values, next_values, terminated, gamma)
     carry = (gamma * gae_lambda) * (~(terminated | truncated)).to(rewards.dtype)  # (..., T)
+    carry = carry.expand_as(deltas)  # a broadcast γ_t, e.g. (T,) shared by every row
     advantages = torch.empty_like(deltas)
     running = torch.zeros_like(deltas[..., 0])
     for t in range(rewards.shape[-1] - 1, -1, -1):
@@ -198,14 +244,13 @@ def group_relative_advantages(
     Â_i =  r_i − mean_g r                        (scale="none", Dr. GRPO)
 
     The mean and std are over the G completions of the same prompt. ``std="population"`` divides
-    the sum of squares by G (the seed's worked example: rewards [1, 1, 0, 1, 0] give +0.82 and
+    the sum of squares by G (the worked example of chapter 9: rewards [1, 1, 0, 1, 0] give +0.82 and
     −1.22); ``std="sample"`` divides by G − 1 (``torch.std``'s default, as in TRL), which gives
     +0.73 and −1.10. Groups whose rewards are all equal get exactly 0 (never NaN): they carry no
     learning signal.
 
     Source: book eq. (grpo-adv); Shao et al. 2024 (DeepSeekMath), arXiv:2402.03300, §4.1.2
-    (outcome supervision); Dr. GRPO: Liu et al. 2025, arXiv:2503.20783, §3.2 (no std);
-    seed 002 Part 7 step 2 (worked numbers); seed 004 "Dr. GRPO".
+    (outcome supervision); Dr. GRPO: Liu et al. 2025, arXiv:2503.20783, §3.2 (no std).
 
     Args:
         rewards: (B,) one scalar reward per completion, B = num_prompts × group_size, laid out
@@ -252,7 +297,7 @@ def leave_one_out_advantages(rewards, group_size: int) -> torch.Tensor:
     bias factor is exactly (G−1)/G, as the identity above shows).
 
     Source: book eq. (rloo); Kool, van Hoof & Welling 2019, "Buy 4 REINFORCE samples, get a
-    baseline for free!"; Ahmadian et al. 2024, arXiv:2402.14740, eq. 6 (RLOO); seed 004 "RLOO".
+    baseline for free!"; Ahmadian et al. 2024, arXiv:2402.14740, eq. 6 (RLOO).
 
     Args:
         rewards: (B,) one reward per completion, group-contiguous (see group_relative_advantages).
@@ -287,15 +332,15 @@ def maxrl_advantages(rewards, group_size: int) -> torch.Tensor:
 
     So the advantage is *mean-centred and divided by the success rate*: rare successes on hard
     prompts are weighted strongly (r̂ = 1/8 gives the success +7), easy prompts (r̂ ≈ 1) weakly.
-    The (1/N)-form matches how this library averages over a group; seed 004's summary table writes
+    The (1/N)-form matches how this library averages over a group; published summaries write
     the same weight for a plain sum over completions, (r_i − r̂)/(N·r̂). For rewards in [0, 1],
     r̂ is the mean reward. Caveat: the control variate has mean zero only unconditionally; since
     groups with K = 0 are zeroed (as in ĝ), E[(1/N) Σ Â_i ∇log π] differs from E[ĝ] by
     E[(1/N) Σ_i ∇log π(y_i); K = 0], a term of order P(K = 0) (the tests compute it exactly on a
     Bernoulli bandit).
 
-    Source: book eq. (maxrl); seed 004 "MaxRL" (Maximum Likelihood RL, its ref. [12]: the
-    estimator ĝ_N(x) and "Â ∝ (r_i − r̂)/r̂"); the exact scale (1/N form) is derived above.
+    Source: book eq. (maxrl); Maximum Likelihood Reinforcement Learning (MaxRL),
+    2026, arXiv:2602.02710 (the estimator ĝ_N(x), with Â ∝ (r_i − r̂)/r̂); the exact scale (1/N form) is derived above.
 
     Args:
         rewards: (B,) non-negative rewards (success indicators in the paper), group-contiguous.

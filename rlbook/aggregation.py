@@ -15,6 +15,11 @@ function                          normaliser of Σ_{i,t} loss_{i,t}         used
 
 :func:`per_token_weights` returns the weight w_{i,t} with ``aggregate = Σ w_{i,t} · loss_{i,t}``,
 which is what the book plots to show *which tokens* each choice emphasises.
+
+The masked reductions underneath: :func:`masked_sum`, :func:`masked_mean` (NaN on a slice with no
+element, as ``torch.mean`` of nothing), :func:`masked_normalize` (masked sum / a constant, the
+course-standard name; see :mod:`rlbook.steps`) and :func:`masked_whiten` (subtract the mean, divide
+by the std; TRL's name).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = [
     "masked_sum",
     "masked_mean",
     "masked_normalize",
+    "masked_whiten",
     "seq_mean_token_mean",
     "token_mean",
     "fixed_length_mean",
@@ -35,7 +41,7 @@ __all__ = [
 ]
 
 
-def _masked_inputs(x, mask, x_name: str = "x", mask_name: str = "mask"):
+def _masked_inputs(x, mask, x_name: str = "x", mask_name: str = "mask", allow_empty: bool = False):
     """Return ``x`` as a float tensor and ``mask`` as a bool tensor of the same shape."""
     if not isinstance(x, torch.Tensor):
         x = _checks.as_float_tensor(x_name, x)
@@ -44,7 +50,7 @@ def _masked_inputs(x, mask, x_name: str = "x", mask_name: str = "mask"):
     mask = _checks.check_bool_like(mask_name, mask)
     if tuple(mask.shape) != tuple(x.shape):
         raise ValueError(f"`{mask_name}` must have the same shape as `{x_name}` {tuple(x.shape)}; got {tuple(mask.shape)}")
-    if not mask.any():
+    if not allow_empty and not mask.any():
         raise ValueError(f"`{mask_name}` selects no element (all False); expected at least one True")
     return x, mask.to(x.device)
 
@@ -63,7 +69,8 @@ def masked_sum(x, mask, dim=None) -> torch.Tensor:
     Σ x·m   (over all elements, or along ``dim``)
 
     Masked-out entries are replaced by 0 with ``torch.where``, so NaN or inf in padding never leaks
-    into the result or its gradient.
+    into the result or its gradient. A slice (or a whole tensor) with no True element sums to 0,
+    like ``torch.sum`` of an empty set.
 
     Source: book eq. (masked-mean); standard.
 
@@ -76,14 +83,14 @@ def masked_sum(x, mask, dim=None) -> torch.Tensor:
     Gradient:
         through x, 1 where mask is True and 0 elsewhere.
     Raises:
-        ValueError: mask shape differs from x's, mask is not boolean, or mask is all False.
+        ValueError: mask shape differs from x's, or mask is not boolean (or 0/1).
     See also:
-        masked_mean
+        masked_mean, masked_normalize
     Example:
         >>> masked_sum(torch.tensor([1., 2., 3.]), torch.tensor([True, False, True]))
         tensor(4.)
     """
-    x, mask = _masked_inputs(x, mask)
+    x, mask = _masked_inputs(x, mask, allow_empty=True)
     kept = torch.where(mask, x, torch.zeros_like(x))
     return kept.sum() if dim is None else kept.sum(dim=dim)
 
@@ -93,32 +100,78 @@ def masked_mean(x, mask, dim=None) -> torch.Tensor:
 
     Σ x·m / Σ m   (over all elements, or along ``dim``)
 
-    Source: book eq. (masked-mean); standard.
+    Empty slices. Along ``dim``, a slice with no True element (an empty completion, say) gets
+    NaN = 0/0, as ``torch.mean`` of an empty tensor does; the other slices are unaffected, so one
+    empty row never stops a batch (drop it with ``torch.nanmean`` or a row mask). Its gradient is
+    still 0 on every element of ``x`` (all its elements are masked out). With ``dim=None`` an
+    all-False mask raises instead: a single undefined number is almost always a bug upstream.
+
+    Source: book eq. (masked-mean); standard (CS336 assignment 5 and TRL's ``masked_mean``).
 
     Args:
         x: (...) values.
         mask: (...) bool (or 0/1), same shape as x.
         dim: None (all elements) or an int / tuple of dims.
     Returns:
-        a 0-d tensor, or x reduced along ``dim``.
+        a 0-d tensor, or x reduced along ``dim`` (NaN where a slice is empty).
     Gradient:
-        through x, 1/Σm at each selected element.
+        through x, 1/Σm at each selected element; 0 elsewhere (also in empty slices).
     Raises:
-        ValueError: shape mismatch, mask all False, or (with ``dim``) a slice with no True element.
+        ValueError: shape mismatch, non-boolean mask, or (``dim=None``) mask all False.
     See also:
-        masked_sum, seq_mean_token_mean, token_mean
+        masked_sum, masked_normalize, seq_mean_token_mean, token_mean
     Example:
         >>> masked_mean(torch.tensor([1., 2., 3.]), torch.tensor([True, False, True]))
         tensor(2.)
+        >>> masked_mean(torch.tensor([[1., 3.], [5., 7.]]), torch.tensor([[True, True], [False, False]]), dim=-1)
+        tensor([2., nan])
     """
-    x, mask = _masked_inputs(x, mask)
+    x, mask = _masked_inputs(x, mask, allow_empty=dim is not None)
     counts = mask.sum() if dim is None else mask.sum(dim=dim)
-    if (counts == 0).any():
-        raise ValueError(f"`mask` has a slice along dim={dim} with no True element; its mean is undefined")
-    return masked_sum(x, mask, dim=dim) / counts.to(x.dtype)
+    return masked_sum(x, mask, dim=dim) / counts.to(x.dtype)  # 0/0 = NaN on an empty slice
 
 
-def masked_normalize(x, mask, eps: float = 1e-8) -> torch.Tensor:
+def masked_normalize(tensor, mask, normalize_constant=1.0, dim=None) -> torch.Tensor:
+    """Masked sum divided by a constant: the course-standard normaliser of an SFT or GRPO loss.
+
+    Σ tensor·m / c   (over all elements, or along ``dim``),  c = ``normalize_constant``
+
+    Unlike :func:`masked_mean` the divisor does not depend on the mask, so every selected element
+    weighs 1/c whatever the length of its row (the Dr. GRPO choice, with c = the generation
+    budget). An all-False slice gives 0. Not to be confused with :func:`masked_whiten`, which
+    standardises (this function had that name in earlier versions of the library).
+
+    Source: book eq. (masked-mean); Stanford CS336 (2025) assignment 5, ``masked_normalize``;
+    Liu et al. 2025 (Dr. GRPO), arXiv:2503.20783, Sec. 3.2 (a constant normaliser).
+
+    Args:
+        tensor: (...) values, e.g. per-token log-probabilities or losses.
+        mask: (...) bool (or 0/1), same shape as ``tensor``.
+        normalize_constant: c > 0 (a number or a 0-d tensor, treated as a constant), in tokens.
+        dim: None (all elements) or an int / tuple of dims.
+    Returns:
+        a 0-d tensor, or ``tensor`` reduced along ``dim``.
+    Gradient:
+        through ``tensor``: 1/c at selected elements, 0 elsewhere; none into ``normalize_constant``.
+    Raises:
+        ValueError: mask shape differs or mask not boolean; normalize_constant ≤ 0 or not finite.
+    See also:
+        masked_sum, masked_mean, rlbook.sft_microbatch_train_step
+    Example:
+        >>> masked_normalize(torch.tensor([[1., 2.], [3., 4.]]), torch.tensor([[True, False], [True, True]]), 2.0, dim=-1)
+        tensor([0.5000, 3.5000])
+    """
+    if isinstance(normalize_constant, torch.Tensor):
+        if normalize_constant.numel() != 1:
+            raise ValueError(f"`normalize_constant` must be a number or a 0-d tensor; got shape {tuple(normalize_constant.shape)}")
+        normalize_constant = normalize_constant.detach()
+    value = float(normalize_constant)
+    if not (value > 0 and value != float("inf")):
+        raise ValueError(f"`normalize_constant` must be a finite number > 0; got {value}")
+    return masked_sum(tensor, mask, dim=dim) / normalize_constant
+
+
+def masked_whiten(x, mask, eps: float = 1e-8) -> torch.Tensor:
     """Whiten ``x`` over its masked elements: subtract their mean, divide by their std.
 
     x̃ = (x − μ_m) / (σ_m + eps),  μ_m, σ_m the mean and population std over elements with m = 1
@@ -126,7 +179,7 @@ def masked_normalize(x, mask, eps: float = 1e-8) -> torch.Tensor:
     Masked-out positions of the result are 0. A constant selection gives exact zeros.
 
     Source: book eq. (masked-mean); the "advantage whitening" of PPO implementations
-    (e.g. TRL's ``masked_whiten``), here with the population std.
+    (TRL's ``masked_whiten``, whose name this takes), here with the population std.
 
     Args:
         x: (...) values.
@@ -139,9 +192,9 @@ def masked_normalize(x, mask, eps: float = 1e-8) -> torch.Tensor:
     Raises:
         ValueError: shape mismatch, mask all False, or eps < 0.
     See also:
-        rlbook.group_relative_advantages (the per-group version)
+        rlbook.group_relative_advantages (the per-group version), masked_normalize (a masked sum / c)
     Example:
-        >>> masked_normalize(torch.tensor([1., 3., 100.]), torch.tensor([True, True, False]))
+        >>> masked_whiten(torch.tensor([1., 3., 100.]), torch.tensor([True, True, False]))
         tensor([-1.,  1.,  0.])
     """
     x, mask = _masked_inputs(x, mask)
@@ -164,7 +217,7 @@ def seq_mean_token_mean(loss, completion_mask) -> torch.Tensor:
     answers. A row with no token contributes 0 (but still counts in B).
 
     Source: book eq. (agg-grpo); Shao et al. 2024 (DeepSeekMath), arXiv:2402.03300, eq. 21
-    (the 1/G Σ_i 1/|o_i| Σ_t of the GRPO objective); seed 001 "GRPO".
+    (the 1/G Σ_i 1/|o_i| Σ_t of the GRPO objective).
 
     Args:
         loss: (B, T) per-token loss, unreduced.
@@ -199,7 +252,7 @@ def token_mean(loss, completion_mask, num_tokens=None) -> torch.Tensor:
     each micro-batch by its own count and averaging does not.)
 
     Source: book eq. (agg-dapo); Yu et al. 2025 (DAPO), arXiv:2503.14476, eq. 12 (token-level
-    policy gradient loss); seed 001 "DAPO"; seed 004 "DAPO".
+    policy gradient loss).
 
     Args:
         loss: (B, T) per-token loss, unreduced.
@@ -237,8 +290,7 @@ def fixed_length_mean(loss, completion_mask, max_length: int, num_sequences=None
     ``num_sequences`` so the micro-batch values add up to the full-batch value.
 
     Source: book eq. (agg-drgrpo); Liu et al. 2025 (Dr. GRPO, "Understanding R1-Zero-Like
-    Training"), arXiv:2503.20783, eq. 3 and §3.2 (divide by the generation budget MAX_TOKENS);
-    seed 004 "Dr. GRPO".
+    Training"), arXiv:2503.20783, eq. 3 and §3.2 (divide by the generation budget MAX_TOKENS).
 
     Args:
         loss: (B, T) per-token loss, unreduced.

@@ -90,7 +90,10 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(chapter.path, as_version=4)
+    # The kernel's own log (e.g. its "running over TCP without encryption" notice) would interleave
+    # with the progress bar; errors still arrive through the notebook's outputs.
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"],
                             resources={"metadata": {"path": str(chapter.path.parent)}})
     start = time.perf_counter()
     status, error = "ok", ""

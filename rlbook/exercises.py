@@ -53,9 +53,40 @@ def _score_inputs(gen):
     return torch.randn(B, A, generator=gen, dtype=torch.float64), torch.randint(0, A, (B,), generator=gen)
 
 
+def _mdp_inputs(gen):
+    S, A = int(torch.randint(1, 6, (1,), generator=gen)), int(torch.randint(1, 4, (1,), generator=gen))
+    transitions = torch.softmax(2 * torch.randn(S, A, S, generator=gen, dtype=torch.float64), -1)
+    rewards = torch.randn(S, A, generator=gen, dtype=torch.float64)
+    probs = torch.softmax(torch.randn(S, A, generator=gen, dtype=torch.float64), -1)
+    return transitions, rewards, probs, 0.95 * float(torch.rand((), generator=gen, dtype=torch.float64))
+
+
+def _td0_inputs(gen):
+    S = int(torch.randint(1, 6, (1,), generator=gen))
+    values = torch.randn(S, generator=gen, dtype=torch.float64)
+    state, next_state = (int(torch.randint(0, S, (1,), generator=gen)) for _ in range(2))
+    reward = float(torch.randn((), generator=gen, dtype=torch.float64))
+    terminated = bool(torch.rand((), generator=gen) < 0.3)
+    gamma = float(torch.rand((), generator=gen, dtype=torch.float64))
+    step_size = float(torch.rand((), generator=gen, dtype=torch.float64)) * 0.99 + 0.01
+    return values, state, reward, next_state, terminated, gamma, step_size
+
+
 def _builtin() -> None:
+    _register_part1()
+    _register_part2()
+    _register_part3()
+
+
+# ----------------------------------------------------------------------------------------------
+# Part I (chapters 1-3)
+# ----------------------------------------------------------------------------------------------
+
+
+def _register_part1() -> None:
     from rlbook.policy_gradient import softmax_score
     from rlbook.returns import discounted_returns, rewards_to_go
+    from rlbook.values import policy_evaluation, td0_update
 
     register("rewards_to_go", Exercise(rewards_to_go, _rtg_inputs,
                                        "my_fn(rewards, gamma, terminated, truncated) -> (B, T) rewards-to-go"))
@@ -63,6 +94,54 @@ def _builtin() -> None:
                                             "my_fn(rewards, gamma, terminated, truncated) -> (B, T) episode returns"))
     register("softmax_score", Exercise(softmax_score, _score_inputs,
                                        "my_fn(logits (B, A), actions (B,)) -> (B, A) gradient of log-softmax"))
+    register("policy_evaluation", Exercise(policy_evaluation, _mdp_inputs,
+                                           "my_fn(transitions (S, A, S), rewards (S, A), probs (S, A), gamma) "
+                                           "-> (S,) V^π", atol=1e-8))
+    register("td0_update", Exercise(td0_update, _td0_inputs,
+                                    "my_fn(values (S,), state, reward, next_state, terminated, gamma, step_size) "
+                                    "-> (S,) updated values"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Part II (chapters 4-7)
+# ----------------------------------------------------------------------------------------------
+
+
+def _kl_inputs(gen):
+    B, T = int(torch.randint(1, 4, (1,), generator=gen)), int(torch.randint(1, 9, (1,), generator=gen))
+    logits = torch.randn(B, T, 5, generator=gen, dtype=torch.float64) * 2
+    ref_logits = logits + torch.randn(B, T, 5, generator=gen, dtype=torch.float64)
+    tokens = torch.randint(0, 5, (B, T, 1), generator=gen)
+    pick = lambda z: torch.log_softmax(z, -1).gather(-1, tokens).squeeze(-1)  # noqa: E731
+    return pick(logits), pick(ref_logits)
+
+
+def _gae_inputs(gen):
+    rewards, gamma, terminated, truncated = _rtg_inputs(gen)
+    values = torch.randn(rewards.shape, generator=gen, dtype=torch.float64)
+    next_values = torch.randn(rewards.shape, generator=gen, dtype=torch.float64)
+    gae_lambda = float(torch.rand((), generator=gen, dtype=torch.float64))
+    return rewards, values, next_values, terminated, truncated, gamma, gae_lambda
+
+
+def _register_part2() -> None:
+    from rlbook.advantages import gae
+    from rlbook.kl import kl_k3
+
+    register("gae", Exercise(lambda *args: gae(*args)[0], _gae_inputs,
+                             "my_fn(rewards, values, next_values, terminated, truncated, gamma, gae_lambda) "
+                             "-> (B, T) GAE advantages"))
+    register("kl_k3", Exercise(kl_k3, _kl_inputs,
+                               "my_fn(log_probs (B, T), ref_log_probs (B, T)) -> (B, T) k3 = r − 1 − log r"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Part III (chapters 8-9)
+# ----------------------------------------------------------------------------------------------
+
+
+def _register_part3() -> None:
+    pass
 
 
 def check(name: str, fn: Callable[..., Any], num_cases: int = 20, seed: int = 0) -> bool:

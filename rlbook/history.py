@@ -9,7 +9,8 @@ Two kinds of record live side by side:
   :meth:`History.add_episode`.
 
 "Steps to 475" in the book is :meth:`History.steps_to_threshold`: the env step at which the mean of
-the last ``window`` finished episodes first reaches the threshold (FIELD-NOTES convention).
+the last ``window`` finished episodes first reaches the threshold (the convention of the book's
+CartPole benchmarks; rl-zoo reports SB3 results the same way).
 """
 
 from __future__ import annotations

@@ -1,23 +1,25 @@
 """KL divergence: sample estimators k1, k2, k3 of KL(π_θ ‖ π_ref) and the exact categorical KL.
 
-The sample estimators take log-probabilities of tokens SAMPLED FROM π_θ and return one number per
-token. With log r = log π_ref(a) − log π_θ(a):
+Naming: KL(π_θ ‖ π_ref) (the trained policy first) is the *reverse* KL; KL(π_ref ‖ π_θ) is the
+*forward* KL. The sample estimators take log-probabilities of tokens SAMPLED FROM π_θ and return
+one number per token. With r = π_ref(a)/π_θ(a), log r = log π_ref(a) − log π_θ(a):
 
-    k1 = −log r              unbiased, high variance, can be negative
+    k1 = −log r              unbiased for KL(π_θ‖π_ref), high variance, can be negative
     k2 = ½ (log r)²          biased (low bias when the policies are close), ≥ 0
     k3 = (r − 1) − log r     unbiased (E_θ[r] = 1), ≥ 0, low variance when close
 
-What their gradients estimate when they are used as a LOSS on fixed samples (exact on a
-categorical distribution, see tests/test_kl.py):
+What their gradients estimate when they are used as a LOSS on fixed samples, the gradient
+flowing through log π_θ of the samples only (exact on a categorical distribution, see
+tests/test_kl.py and book §5.8):
 
     E_θ[∇k1] = E_θ[∇log π_θ] = 0                        (no signal at all)
-    E_θ[∇k2] = E_θ[(log π_θ − log π_ref)∇log π_θ] = ∇KL(π_θ ‖ π_ref)
-    E_θ[∇k3] = E_θ[(1 − r)∇log π_θ] = ∇KL(π_ref ‖ π_θ)  (the REVERSE direction)
+    E_θ[∇k2] = E_θ[(log π_θ − log π_ref)∇log π_θ] = ∇KL(π_θ ‖ π_ref)   (the reverse KL)
+    E_θ[∇k3] = E_θ[(1 − r)∇log π_θ] = ∇KL(π_ref ‖ π_θ)  (the FORWARD KL)
 
-So k3 is a good *value* estimator of KL(π_θ‖π_ref) while its gradient is that of the other KL;
-both KLs vanish with zero gradient at π_θ = π_ref and agree to second order near it. For
-sequences, a sum of per-token estimators differentiated token by token misses the effect of a
-token on later tokens' distributions and gives only a partial gradient (Tang & Munos 2025,
+So k3 is a good *value* estimator of the reverse KL KL(π_θ‖π_ref) while its gradient is that of
+the forward KL; both KLs vanish with zero gradient at π_θ = π_ref and agree to second order near
+it. For sequences, a sum of per-token estimators differentiated token by token misses the effect
+of a token on later tokens' distributions and gives only a partial gradient (Tang & Munos 2025,
 "On a few pitfalls in KL divergence gradient estimation for RL", arXiv:2506.09477).
 """
 
@@ -41,7 +43,8 @@ def _log_r(log_probs, ref_log_probs) -> torch.Tensor:
 def kl_k1(log_probs, ref_log_probs) -> torch.Tensor:
     """k1 estimator of KL(π_θ ‖ π_ref), per sample: k1 = log π_θ(a) − log π_ref(a), a ∼ π_θ.
 
-    Source: book eq. (kl-k1); J. Schulman, "Approximating KL divergence" (blog, 2020).
+    Source: book §5.8, eq. (5.8); J. Schulman, "Approximating KL divergence" (blog, 2020,
+    http://joschu.net/blog/kl-approx.html).
 
     Args:
         log_probs: (..., T) log π_θ of tokens sampled from π_θ, nats.
@@ -49,8 +52,9 @@ def kl_k1(log_probs, ref_log_probs) -> torch.Tensor:
     Returns:
         (..., T) per-element estimate (nats); unbiased, may be negative.
     Gradient:
-        through both inputs as given; as a loss on samples from π_θ its expected gradient is 0
-        (E_θ[∇log π_θ] = 0), so k1 penalises nothing unless used as a reward with a score term.
+        through both inputs as given; as a loss on samples from π_θ (gradient through
+        ``log_probs``, samples held fixed) its expected gradient is 0 (E_θ[∇log π_θ] = 0), so k1
+        penalises nothing unless used as a reward with a score term.
     Raises:
         ValueError: shapes differ or NaN/inf present.
     See also:
@@ -67,7 +71,8 @@ def kl_k2(log_probs, ref_log_probs) -> torch.Tensor:
 
     Biased, but ≥ 0; its expectation is an f-divergence that matches the KL to second order.
 
-    Source: book eq. (kl-k2); J. Schulman, "Approximating KL divergence" (blog, 2020).
+    Source: book §5.8, eq. (5.8); J. Schulman, "Approximating KL divergence" (blog, 2020,
+    http://joschu.net/blog/kl-approx.html).
 
     Args:
         log_probs: (..., T) log π_θ of tokens sampled from π_θ, nats.
@@ -75,7 +80,8 @@ def kl_k2(log_probs, ref_log_probs) -> torch.Tensor:
     Returns:
         (..., T) per-element estimate ≥ 0.
     Gradient:
-        as a loss on samples from π_θ, E_θ[∇k2] = ∇KL(π_θ ‖ π_ref) exactly (single-step case).
+        as a loss on samples from π_θ (gradient through ``log_probs``, samples held fixed),
+        E_θ[∇k2] = ∇KL(π_θ ‖ π_ref), the gradient of the reverse KL, exactly (single-step case).
     Raises:
         ValueError: shapes differ or NaN/inf present.
     See also:
@@ -93,7 +99,8 @@ def kl_k3(log_probs, ref_log_probs) -> torch.Tensor:
     Unbiased (k1 plus the zero-mean control variate r − 1) and ≥ 0 since log r ≤ r − 1.
     This is the per-token penalty of GRPO.
 
-    Source: book eq. (kl-k3); J. Schulman, "Approximating KL divergence" (blog, 2020);
+    Source: book §5.8, eq. (5.8); J. Schulman, "Approximating KL divergence" (blog, 2020,
+    http://joschu.net/blog/kl-approx.html);
     Shao et al. 2024 (DeepSeekMath), arXiv:2402.03300, eq. 4.
 
     Args:
@@ -102,9 +109,10 @@ def kl_k3(log_probs, ref_log_probs) -> torch.Tensor:
     Returns:
         (..., T) per-element estimate ≥ 0.
     Gradient:
-        as a loss on samples from π_θ, E_θ[∇k3] = E_θ[(1 − r)∇log π_θ] = ∇KL(π_ref ‖ π_θ): the
-        gradient of the REVERSE KL, not of the KL whose value it estimates (they agree near
-        π_θ = π_ref). Large when π_ref ≫ π_θ on a sample (r unbounded).
+        as a loss on samples from π_θ (gradient through ``log_probs``, samples held fixed),
+        E_θ[∇k3] = E_θ[(1 − r)∇log π_θ] = ∇KL(π_ref ‖ π_θ): the gradient of the FORWARD KL, not
+        of the reverse KL KL(π_θ ‖ π_ref) whose value it estimates (the two gradients agree to
+        first order near π_θ = π_ref). Large when π_ref ≫ π_θ on a sample (r unbounded).
     Raises:
         ValueError: shapes differ or NaN/inf present.
     See also:

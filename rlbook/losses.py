@@ -24,12 +24,22 @@ __all__ = [
 ]
 
 
+def _check_clip_eps(name: str, value) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a finite number ≥ 0 (any width is legal)."""
+    _checks.check_in_range(name, value, 0.0, float("inf"), high_inclusive=False)
+
+
 def _clip_bounds(clip_eps_low, clip_eps_high) -> tuple[float, float]:
-    """Validate (ε_low, ε_high) and return the ratio band (1 − ε_low, 1 + ε_high)."""
+    """Validate (ε_low, ε_high) and return the ratio band (1 − ε_low, 1 + ε_high).
+
+    Both must be finite and ≥ 0. ε_low ≥ 1 puts the lower end at or below 0, where no ratio
+    ρ = π_θ/π_old ≥ 0 can fall: no lower clip at all (one-sided clipping); a wide ε_high is a
+    legitimate clip-higher band.
+    """
     if clip_eps_high is None:
         clip_eps_high = clip_eps_low
-    _checks.check_in_range("clip_eps_low", clip_eps_low, 0.0, 1.0)
-    _checks.check_in_range("clip_eps_high", clip_eps_high, 0.0)
+    _check_clip_eps("clip_eps_low", clip_eps_low)
+    _check_clip_eps("clip_eps_high", clip_eps_high)
     return 1.0 - float(clip_eps_low), 1.0 + float(clip_eps_high)
 
 
@@ -61,21 +71,23 @@ def clipped_surrogate_loss(
     With ε_high > ε_low this is DAPO's "clip-higher" (asymmetric band).
 
     Source: book eq. (ppo-clip); Schulman et al. 2017, arXiv:1707.06347, eq. 7 (negated);
-    Yu et al. 2025 (DAPO), arXiv:2503.14476, "Clip-Higher", for ε_high ≠ ε_low; seed 002 (clip tables).
+    Yu et al. 2025 (DAPO), arXiv:2503.14476, "Clip-Higher", for ε_high ≠ ε_low.
 
     Args:
         log_probs: (..., T) log π_θ of the sampled actions/tokens, nats.
         old_log_probs: (..., T) log π_θold of the same actions, nats.
         advantages: broadcastable to (..., T).
-        clip_eps_low: ε_low in [0, 1], dimensionless.
-        clip_eps_high: ε_high ≥ 0; None means ε_high = ε_low (symmetric PPO).
+        clip_eps_low: ε_low ≥ 0, finite, dimensionless; ε_low ≥ 1 means no lower clip (the band's
+            lower end 1 − ε_low ≤ 0 is below every ratio).
+        clip_eps_high: ε_high ≥ 0, finite; None means ε_high = ε_low (symmetric PPO).
     Returns:
         (..., T) unreduced loss.
     Gradient:
         through ``log_probs`` only: −ρ·Â·∇log π inside the band and wherever clipping would help
         the objective; exactly 0 where Â > 0 and ρ > 1+ε_high, or Â < 0 and ρ < 1−ε_low.
     Raises:
-        ValueError: shapes do not match/broadcast, ε_low outside [0, 1] or ε_high < 0.
+        ValueError: shapes do not match/broadcast, ε_low or ε_high negative, NaN or infinite
+            (the argument is named).
     See also:
         rlbook.clipped_surrogate_loss_masked, rlbook.clip_region, rlbook.reference.clipped_surrogate_loss_loop
     Example:
@@ -109,7 +121,7 @@ def clip_region(ratio, advantages, clip_eps_low: float = 0.2, clip_eps_high: flo
     Gradient:
         none (a mask).
     Raises:
-        ValueError: ε out of range or shapes do not broadcast.
+        ValueError: ε_low or ε_high negative, NaN or infinite, or shapes do not broadcast.
     See also:
         rlbook.clip_fraction
     """
@@ -159,20 +171,20 @@ def cispo_loss(
     The loss VALUE is not a surrogate objective (only its gradient matters).
 
     Source: book eq. (cispo); MiniMax 2025, *MiniMax-M1* report, arXiv:2506.13585, CISPO section
-    (they tune only ε_high and set ε_low large enough to be inactive); seed 004 "CISPO".
+    (they tune only ε_high and set ε_low large enough to be inactive).
 
     Args:
         log_probs: (..., T) log π_θ, nats.
         old_log_probs: (..., T) log π_θold, nats.
         advantages: broadcastable to (..., T).
-        clip_eps_low: ε_low in [0, 1].
-        clip_eps_high: ε_high ≥ 0.
+        clip_eps_low: ε_low ≥ 0, finite (≥ 1: no lower bound on the weight, as MiniMax-M1 uses).
+        clip_eps_high: ε_high ≥ 0, finite.
     Returns:
         (..., T) unreduced loss.
     Gradient:
         −sg(clip(ρ))·Â w.r.t. ``log_probs``; the weight carries no gradient.
     Raises:
-        ValueError: shapes do not match/broadcast, ε out of range.
+        ValueError: shapes do not match/broadcast, ε_low or ε_high negative, NaN or infinite.
     See also:
         rlbook.clipped_surrogate_loss, rlbook.reference.cispo_loss_loop
     """

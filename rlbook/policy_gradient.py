@@ -43,7 +43,8 @@ def softmax_score(logits, actions) -> torch.Tensor:
     +(1 − π(a)) for its own logit, −π(b) for every competitor b. Averaged under π it is 0
     (Σ_a π(a)(onehot(a) − π) = π − π), which is why a baseline adds no bias.
 
-    Source: book eq. (softmax-score); seed 002 "Part 5", softmax example with π = [0.5, 0.3, 0.2].
+    Source: book eq. (softmax-score); Sutton & Barto 2018, eq. 13.9
+    (softmax in action preferences); worked example with π = [0.5, 0.3, 0.2].
 
     Args:
         logits: (..., A) unnormalised log-probabilities z.
@@ -126,7 +127,7 @@ def reinforce_loss(log_probs, weights) -> torch.Tensor:
     policy's own samples, each token weighted by how good its outcome was. With w ≡ 1 on
     demonstrations it is exactly SFT; RL changes only where the data come from and the weights.
 
-    Source: book eq. (reinforce-surrogate); Williams 1992, eq. 11; seed 000 (objective J(θ)).
+    Source: book eq. (reinforce-surrogate); Williams 1992, eq. 11.
 
     Args:
         log_probs: (..., T) log π_θ(a_t|s_t) of the taken actions, nats, with grad.
@@ -166,7 +167,8 @@ def mean_baseline(returns, mask=None) -> torch.Tensor:
     E_π[∇log π] = 0; the mean is the simple, nearly optimal choice (see ``optimal_baseline``).
     Estimated from the same batch it adds a bias of order 1/N (leave-one-out removes it).
 
-    Source: book eq. (baseline); Williams 1992 (reinforcement baseline); seed 002 "Part 5".
+    Source: book eq. (baseline); Williams 1992 (reinforcement baseline);
+    Sutton & Barto 2018, §13.4.
 
     Args:
         returns: (...) returns or rewards-to-go, any shape.
@@ -210,7 +212,7 @@ def optimal_baseline(returns, score_sq_norms, weights=None) -> torch.Tensor:
     squared norm is 0 the variance does not depend on b at all, and the plain mean is returned.
 
     Source: book eq. (optimal-baseline); Greensmith, Bartlett & Baxter 2004, JMLR 5, Thm 13;
-    Peters & Schaal 2008, "Reinforcement learning of motor skills with policy gradients", §3.
+    Peters & Schaal 2008, "Reinforcement learning of motor skills with policy gradients", Sec. 3.
 
     Args:
         returns: (N,) returns R(τ_i) (any shape allowed; all entries are pooled).

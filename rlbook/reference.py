@@ -464,3 +464,54 @@ def overlong_penalty_loop(lengths, max_length, cache_length):
         else:
             out.append(-1.0)
     return out
+
+
+# ===================== Part I (continued): value functions of a fixed policy =====================
+
+
+def tabular_values_enumeration(transitions, rewards, probs, gamma, horizon, terminal=None):
+    """V_H(s) = Σ_τ p(τ | s_0 = s) Σ_t γ^t r_t for every start state s, by brute force over every
+    H-step sequence of actions and next states (``tabular_trajectories_loop``); 0 on terminal states.
+    Independent of any Bellman recursion: the definition of the value, evaluated literally."""
+    S = len(torch.as_tensor(probs))
+    term = [False] * S if terminal is None else [bool(x) for x in terminal]
+    values = []
+    for s in range(S):
+        if term[s]:
+            values.append(0.0)
+            continue
+        start = [1.0 if i == s else 0.0 for i in range(S)]
+        total = 0.0
+        for _, _, rews, p, _ in tabular_trajectories_loop(transitions, rewards, start, probs, horizon, terminal):
+            total += p * sum(gamma**t * r for t, r in enumerate(rews))
+        values.append(total)
+    return values
+
+
+
+# ===================== Part II (appended): per-step discounts =====================
+
+
+def gae_per_step_discount_loop(rewards, values, next_values, terminated, truncated, discounts, gae_lambda):
+    """GAE with per-step discounts γ_t as the explicit forward sum, one trajectory (1-D lists).
+
+    δ_t = r_t + γ_t·[not terminated_t]·V(s_{t+1}) − V(s_t), and
+    Â_t = Σ_{k=t}^{end} (Π_{j=t}^{k−1} γ_j·λ) δ_k, where ``end`` is the first step ≥ t that is
+    terminated or truncated (or the last step). Returns (advantages, returns) as float lists.
+    """
+    T = len(rewards)
+    deltas = [
+        float(rewards[t]) + float(discounts[t]) * (0.0 if bool(terminated[t]) else float(next_values[t]))
+        - float(values[t])
+        for t in range(T)
+    ]
+    advantages = []
+    for t in range(T):
+        total, weight = 0.0, 1.0
+        for k in range(t, T):
+            total += weight * deltas[k]
+            if bool(terminated[k]) or bool(truncated[k]):
+                break
+            weight *= float(discounts[k]) * gae_lambda
+        advantages.append(total)
+    return advantages, [a + float(v) for a, v in zip(advantages, values)]

@@ -49,7 +49,7 @@ def rewards_to_go(rewards, gamma=1.0, terminated=None, truncated=None, next_valu
     (causality: an action cannot change rewards received before it).
 
     Source: book eq. (rewards-to-go); Sutton & Barto 2018, eq. 3.9 (G_t = R_{t+1} + γG_{t+1});
-    seed 002 "Part 4: The Policy Gradient".
+    Williams 1992, "Simple statistical gradient-following algorithms", Machine Learning 8.
 
     Args:
         rewards: (..., T) rewards, r_t following a_t.
@@ -98,7 +98,7 @@ def discounted_returns(rewards, gamma=1.0, terminated=None, truncated=None) -> t
     ``rewards_to_go`` read at the first step of each episode. Episodes end where
     ``terminated | truncated`` (no bootstrap here) and at the end of the arrays.
 
-    Source: book eq. (reinforce-total); Williams 1992; seed 002 "Part 4" (vanilla REINFORCE).
+    Source: book eq. (reinforce-total); Williams 1992 (vanilla REINFORCE, eq. 11).
 
     Args:
         rewards: (..., T) rewards, r_t following a_t.

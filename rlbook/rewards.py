@@ -19,8 +19,8 @@ def overlong_penalty(lengths, max_length: int, cache_length: int) -> torch.Tenso
     The penalty ramps linearly from 0 to −1 over the last ``cache_length`` tokens of the budget,
     so a slightly long answer is nudged rather than punished as hard as a truncated one.
 
-    Source: book eq. (overlong); Yu et al. 2025 (DAPO), arXiv:2503.14476, eq. 13;
-    seed 001 "DAPO" (soft overlong punishment).
+    Source: book eq. (overlong); Yu et al. 2025 (DAPO), arXiv:2503.14476, eq. 13
+    (soft overlong punishment).
 
     Args:
         lengths: (...) completion lengths L ≥ 0, in tokens (int or float tensor, array or list).

@@ -281,7 +281,7 @@ def natural_gradient_step(g, fvp: Callable[[torch.Tensor], torch.Tensor], max_kl
     stops early.) s maximises the linear model gᵀs subject to ½ sᵀFs ≤ max_kl.
 
     Source: book eq. (trpo-step); Schulman et al. 2015, arXiv:1502.05477, Appendix C;
-    seed 001 ("Using gradient ascent and the Fisher information").
+    Kakade 2001, "A natural policy gradient" (NeurIPS).
 
     Args:
         g: (P,) gradient of the surrogate objective (to be maximised).
@@ -384,8 +384,8 @@ def trpo_surrogate(log_probs, old_log_probs, advantages) -> torch.Tensor:
     ρ = exp(log_probs − old_log_probs);  surrogate = ρ · Â.  Its mean is L_θold(θ) − const, whose
     gradient at θ = θold is the policy gradient.
 
-    Source: book eq. (surrogate); Schulman et al. 2015, arXiv:1502.05477, eq. 14; seed 001
-    ("Importance sampling").
+    Source: book eq. (surrogate); Schulman et al. 2015, arXiv:1502.05477, eq. 14
+    (the importance-sampled surrogate).
 
     Args:
         log_probs: (..., T) log π_θ(a∣s), nats.

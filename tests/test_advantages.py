@@ -175,3 +175,94 @@ def test_other_errors():
         rl.td_errors(torch.zeros(2), torch.zeros(2), torch.zeros(2), torch.tensor([0, 2]), 0.9)
     with pytest.raises(ValueError, match="`values`"):
         rl.td_errors(torch.zeros(2), torch.tensor([0.0, math.nan]), torch.zeros(2), [0, 0], 0.9)
+
+
+# ---- per-step discounts γ_t (a tensor `gamma`) ----
+
+discount_vectors = st.integers(0, 2**31 - 1)
+
+
+def _discounts(seed, T, zero_prob=0.2):
+    g = torch.Generator().manual_seed(seed)
+    d = torch.rand(T, generator=g, dtype=DT)
+    return torch.where(torch.rand(T, generator=g) < zero_prob, torch.zeros_like(d), d)
+
+
+@given(trajectories(), discount_vectors, lambdas)
+def test_gae_per_step_discount_matches_loop_oracle(traj, seed, lam):
+    discounts = _discounts(seed, len(traj[0]))
+    adv, ret = rl.gae(*traj, gamma=discounts, gae_lambda=lam)
+    adv_ref, ret_ref = ref.gae_per_step_discount_loop(*traj, discounts.tolist(), lam)
+    torch.testing.assert_close(adv, torch.tensor(adv_ref, dtype=DT))
+    torch.testing.assert_close(ret, torch.tensor(ret_ref, dtype=DT))
+    deltas = rl.td_errors(*traj[:4], discounts)
+    torch.testing.assert_close(deltas, torch.tensor(ref.gae_per_step_discount_loop(*traj, discounts.tolist(), 0.0)[0], dtype=DT))
+
+
+@given(trajectories(), gammas, lambdas)
+def test_constant_discount_tensor_is_bit_identical_to_float(traj, gamma, lam):
+    adv, ret = rl.gae(*traj, gamma=gamma, gae_lambda=lam)
+    full = torch.full_like(traj[0], gamma)
+    adv_t, ret_t = rl.gae(*traj, gamma=full, gae_lambda=lam)
+    assert torch.equal(adv, adv_t) and torch.equal(ret, ret_t)
+    assert torch.equal(rl.td_errors(*traj[:4], gamma), rl.td_errors(*traj[:4], full))
+    adv_0d, _ = rl.gae(*traj, gamma=torch.tensor(gamma, dtype=DT), gae_lambda=lam)  # 0-d broadcasts
+    assert torch.equal(adv, adv_0d)
+
+
+@given(trajectories(), discount_vectors, gammas, lambdas)
+def test_zero_discount_acts_as_termination(traj, seed, gamma, lam):
+    rewards, values, next_values, terminated, truncated = traj
+    ends = torch.rand(len(rewards), generator=torch.Generator().manual_seed(seed)) < 0.3
+    # γ_t = 0 at the steps in `ends` (γ elsewhere) ≡ terminated there with the float γ
+    discounts = torch.where(ends, torch.zeros_like(rewards), torch.full_like(rewards, gamma))
+    adv, ret = rl.gae(rewards, values, next_values, terminated, truncated, discounts, lam)
+    adv_term, ret_term = rl.gae(rewards, values, next_values, terminated | ends, truncated, gamma, lam)
+    torch.testing.assert_close(adv, adv_term, rtol=0, atol=1e-12)
+    torch.testing.assert_close(ret, ret_term, rtol=0, atol=1e-12)
+
+
+def test_hand_worked_per_step_discounts_and_flags_win():
+    rewards = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=DT)
+    values = torch.zeros(4, dtype=DT)
+    next_values = torch.tensor([10.0, 20.0, 30.0, 40.0], dtype=DT)
+    none = torch.zeros(4, dtype=torch.bool)
+    discounts = torch.tensor([0.5, 1.0, 0.0, 0.25], dtype=DT)
+    # δ = r + γ_t V' = [6, 22, 3, 14];  λ = 1: Â_3 = 14, Â_2 = 3 + 0·14 = 3, Â_1 = 22 + 1·3 = 25, Â_0 = 6 + 0.5·25
+    adv, ret = rl.gae(rewards, values, next_values, none, none, discounts, 1.0)
+    torch.testing.assert_close(adv, torch.tensor([18.5, 25.0, 3.0, 14.0], dtype=DT))
+    # a terminated step ignores γ_t (no bootstrap, no carry); a truncated one bootstraps with γ_t but stops the sum
+    terminated = torch.tensor([False, True, False, False])
+    truncated = torch.tensor([True, False, False, False])
+    adv, _ = rl.gae(rewards, values, next_values, terminated, truncated, discounts, 1.0)
+    torch.testing.assert_close(adv, torch.tensor([6.0, 2.0, 3.0, 14.0], dtype=DT))
+
+
+def test_per_step_discount_broadcasts_over_rows():
+    g = torch.Generator().manual_seed(5)
+    shape = (3, 6)
+    rewards, values, next_values = (torch.randn(shape, generator=g, dtype=DT) for _ in range(3))
+    terminated, truncated = torch.rand(shape, generator=g) < 0.2, torch.rand(shape, generator=g) < 0.2
+    discounts = torch.rand(6, generator=g, dtype=DT)  # (T,) shared by every row
+    adv, _ = rl.gae(rewards, values, next_values, terminated, truncated, discounts, 0.7)
+    full, _ = rl.gae(rewards, values, next_values, terminated, truncated, discounts.expand(shape), 0.7)
+    assert torch.equal(adv, full)
+    for i in range(3):
+        a, _ = ref.gae_per_step_discount_loop(rewards[i], values[i], next_values[i], terminated[i], truncated[i],
+                                              discounts.tolist(), 0.7)
+        torch.testing.assert_close(adv[i], torch.tensor(a, dtype=DT))
+
+
+@pytest.mark.parametrize("gamma, match", [
+    (torch.tensor([0.9, 1.1, 0.9, 0.9]), r"`gamma` \(per-step discounts\) must lie in \[0, 1\]"),
+    (torch.tensor([0.9, -0.1, 0.9, 0.9]), r"`gamma` \(per-step discounts\) must lie in \[0, 1\]"),
+    (torch.tensor([0.9, math.nan, 0.9, 0.9]), "`gamma` contains NaN"),
+    (torch.tensor([0.9, math.inf, 0.9, 0.9]), "`gamma` contains NaN or infinite"),
+    (torch.full((3,), 0.9), r"`gamma` must be a float or a tensor .* \(4,\); got shape \(3,\)"),
+    (torch.full((2, 4), 0.9), r"`gamma` must be a float or a tensor .* \(4,\); got shape \(2, 4\)"),
+])
+def test_per_step_discount_errors(gamma, match):
+    with pytest.raises(ValueError, match=match):
+        rl.gae(**_args(), gamma=gamma, gae_lambda=0.9)
+    with pytest.raises(ValueError, match=match):
+        rl.td_errors(*list(_args().values())[:4], gamma)

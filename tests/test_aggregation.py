@@ -65,15 +65,79 @@ def test_masked_basics():
     torch.testing.assert_close(x.grad, m / 4.0, check_dtype=False)  # padding gets 0, never NaN
 
 
-def test_masked_normalize():
+def test_masked_whiten():
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(4, 6, generator=gen, dtype=F64) * 3 + 2
     m = torch.rand(4, 6, generator=gen) < 0.6
-    z = rl.masked_normalize(x, m, eps=0.0)
+    z = rl.masked_whiten(x, m, eps=0.0)
     assert rl.masked_mean(z, m).item() == pytest.approx(0.0, abs=1e-12)
     assert rl.masked_mean(z**2, m).item() == pytest.approx(1.0)
     assert torch.equal(z[~m], torch.zeros_like(z[~m]))
-    assert torch.equal(rl.masked_normalize(torch.full((3,), 0.1), torch.ones(3, dtype=torch.bool)), torch.zeros(3))
+    assert torch.equal(rl.masked_whiten(torch.full((3,), 0.1), torch.ones(3, dtype=torch.bool)), torch.zeros(3))
+
+
+def test_masked_mean_empty_row_is_nan_and_leaves_the_others_alone():
+    x = torch.tensor([[1.0, 3.0, 9.0], [5.0, 7.0, 9.0], [2.0, 2.0, 2.0]], dtype=F64, requires_grad=True)
+    m = torch.tensor([[True, True, False], [False, False, False], [True, False, False]])
+    rows = rl.masked_mean(x, m, dim=-1)
+    assert rows[0].item() == 2.0 and torch.isnan(rows[1]) and rows[2].item() == 2.0  # torch: mean of empty = NaN
+    assert torch.isnan(torch.tensor([], dtype=F64).mean())
+    # the empty row's gradient is 0 everywhere (never NaN), the others get 1/|row|
+    torch.nanmean(rows).backward()
+    expected = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]], dtype=F64) / 2
+    torch.testing.assert_close(x.grad, expected)
+    # along dim 0 too, and an all-False mask along a dim is all NaN (no error)
+    cols = rl.masked_mean(x.detach(), m, dim=0)
+    assert cols[0].item() == 1.5 and cols[1].item() == 3.0 and torch.isnan(cols[2])
+    assert torch.isnan(rl.masked_mean(x.detach(), torch.zeros_like(m), dim=-1)).all()
+
+
+def test_masked_sum_of_nothing_is_zero():
+    x = torch.tensor([[1.0, float("nan")], [3.0, 4.0]])
+    m = torch.tensor([[False, False], [True, False]])
+    torch.testing.assert_close(rl.masked_sum(x, m, dim=-1), torch.tensor([0.0, 3.0]))
+    assert rl.masked_sum(x, torch.zeros_like(m)).item() == 0.0
+
+
+def test_empty_completion_contributes_zero_to_each_aggregation():
+    # a third, empty completion: GRPO counts it in B (2.5 · 2/3), DAPO and Dr. GRPO ignore it
+    loss = torch.cat([LOSS, torch.full((1, 4), 7.0, dtype=F64)])
+    mask = torch.cat([MASK, torch.zeros(1, 4, dtype=torch.bool)])
+    assert rl.seq_mean_token_mean(loss, mask).item() == pytest.approx(2.5 * 2 / 3)
+    assert rl.token_mean(loss, mask).item() == pytest.approx(1.6)
+    assert rl.fixed_length_mean(loss, mask, max_length=4).item() == pytest.approx(8 / 12)
+
+
+def test_masked_normalize_hand_worked():
+    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=F64)
+    m = torch.tensor([[True, False, True], [False, False, False]])
+    assert rl.masked_normalize(x, m).item() == 4.0  # c = 1: the masked sum
+    assert rl.masked_normalize(x, m, 2.0).item() == 2.0
+    torch.testing.assert_close(rl.masked_normalize(x, m, 4.0, dim=-1), torch.tensor([1.0, 0.0], dtype=F64))
+    torch.testing.assert_close(rl.masked_normalize(x, m, 0.5, dim=0), torch.tensor([2.0, 0.0, 6.0], dtype=F64))
+    # a 0-d tensor constant works and receives no gradient
+    c = torch.tensor(2.0, dtype=F64, requires_grad=True)
+    x = x.clone().requires_grad_()
+    rl.masked_normalize(x, m, c).backward()
+    assert c.grad is None
+    torch.testing.assert_close(x.grad, m / 2.0, check_dtype=False)
+
+
+@given(loss_and_mask(), st.floats(0.1, 10.0), st.sampled_from([None, 0, 1, -1]))
+def test_masked_normalize_matches_a_loop(data, constant, dim):
+    x, mask = data
+    mask = mask.clone()
+    mask[0] = False  # an empty row is allowed (sums to 0)
+    out = rl.masked_normalize(x, mask, constant, dim=dim)
+    b, t = x.shape
+    cell = [[x[i, j].item() if mask[i, j] else 0.0 for j in range(t)] for i in range(b)]
+    if dim is None:
+        expected = torch.tensor(sum(map(sum, cell)) / constant, dtype=F64)
+    elif dim == 0:
+        expected = torch.tensor([sum(cell[i][j] for i in range(b)) / constant for j in range(t)], dtype=F64)
+    else:
+        expected = torch.tensor([sum(row) / constant for row in cell], dtype=F64)
+    torch.testing.assert_close(out, expected)
 
 
 # ----------------------------------------------------------------------------- oracles, autograd
@@ -198,8 +262,13 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="mask"):
         rl.masked_mean(LOSS, MASK[:1])
     with pytest.raises(ValueError, match="mask"):
-        rl.masked_mean(LOSS, torch.tensor([[True] * 4, [False] * 4]), dim=-1)
+        rl.masked_mean(LOSS, torch.zeros(2, 4, dtype=torch.bool))  # dim=None: one undefined number
     with pytest.raises(ValueError, match="mask"):
         rl.masked_sum(LOSS, torch.full((2, 4), 2))
     with pytest.raises(ValueError, match="eps"):
-        rl.masked_normalize(LOSS, MASK, eps=-1)
+        rl.masked_whiten(LOSS, MASK, eps=-1)
+    for bad in (0.0, -2.0, float("inf"), float("nan"), torch.tensor([1.0, 2.0])):
+        with pytest.raises(ValueError, match="normalize_constant"):
+            rl.masked_normalize(LOSS, MASK, bad)
+    with pytest.raises(ValueError, match="mask"):
+        rl.masked_normalize(LOSS, MASK[:, :2], 1.0)

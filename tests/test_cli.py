@@ -90,3 +90,31 @@ def test_exercise_checker_accepts_reference_and_rejects_wrong(capsys):
 
 def test_exercise_softmax_score_closed_form():
     assert exercises.check("softmax_score", lambda z, a: torch.nn.functional.one_hot(a, z.shape[-1]) - z.softmax(-1))
+
+
+def test_run_keeps_the_kernel_log_out_of_the_terminal(book, capfd):
+    # the kernel's "running over TCP without encryption" notice used to interleave with the bar
+    assert cli.main(["run", "1", "--out", "out"]) == 0
+    captured = capfd.readouterr()
+    assert "without encryption" not in captured.err + captured.out
+    assert "toy: 42 reached" in captured.out
+
+
+def test_claim_passes_prints_and_fails_with_both_numbers(capsys):
+    import rlbook as rl
+
+    assert rl.claim("a return of about 350", 340.0, 350, rel=0.1) == 340.0
+    assert '✓ "a return of about 350": 340' in capsys.readouterr().out
+    assert rl.claim("more than 0.3", torch.tensor(0.5), low=0.3) == 0.5
+    with pytest.raises(AssertionError, match=r"about 350.*350 ± 35.*200"):
+        rl.claim("a return of about 350", 200, 350, rel=0.1)
+    with pytest.raises(AssertionError, match="in \\[0.3, inf\\]"):
+        rl.claim("more than 0.3", 0.1, low=0.3)
+    with pytest.raises(ValueError, match="rel"):
+        rl.claim("about 350", 350, 350)
+    with pytest.raises(ValueError, match="quote"):
+        rl.claim("", 1.0, low=0)
+    with pytest.raises(ValueError, match="finite"):
+        rl.claim("about 1", float("nan"), 1, abs=1)
+    with pytest.raises(ValueError, match="low"):
+        rl.claim("about 1", 1.0)

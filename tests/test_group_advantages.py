@@ -33,8 +33,8 @@ def grouped_rewards(draw, binary=False, min_group=2):
 # ----------------------------------------------------------------------------- hand-worked numbers
 
 
-def test_seed_example_population_std():
-    # seed 002: mean 0.6, population std sqrt(0.24) = 0.4899 -> +0.8165 / -1.2247
+def test_worked_example_population_std():
+    # rewards 1,1,0,1,0: mean 0.6, population std sqrt(0.24) = 0.4899 -> +0.8165 / -1.2247
     adv = rl.group_relative_advantages(t([1, 1, 0, 1, 0]), group_size=5, eps=0.0)
     expected = t([0.4, 0.4, -0.6, 0.4, -0.6]) / math.sqrt(0.24)
     torch.testing.assert_close(adv, expected)
@@ -239,3 +239,32 @@ def test_other_argument_errors():
         rl.leave_one_out_advantages(r, 1)
     with pytest.raises(ValueError, match="rewards"):
         rl.maxrl_advantages(t([1, -1]), 2)
+
+
+# ---- the population/sample std choice is exposed where GRPO resolves its estimator ----
+
+def test_grpo_config_routes_advantage_std_to_the_estimator():
+    from rlbook.algos.grpo import GRPOConfig, _parts
+
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.5, 0.0])
+    default_fn = _parts(GRPOConfig(group_size=5))[0]
+    assert torch.equal(default_fn(rewards, 5), rl.group_relative_advantages(rewards, 5))  # default unchanged
+    assert torch.equal(default_fn(rewards, 5), rl.group_relative_advantages(rewards, 5, std="population"))
+    sample_fn = _parts(GRPOConfig(group_size=5, advantage_std="sample"))[0]
+    got = sample_fn(rewards, 5)
+    assert torch.equal(got, rl.group_relative_advantages(rewards, 5, std="sample"))
+    # the worked example: +0.73 / −1.10 with the sample std (÷(G−1)) instead of +0.82 / −1.22
+    torch.testing.assert_close(got[:5], torch.tensor([0.7303, 0.7303, -1.0954, 0.7303, -1.0954]), atol=1e-4, rtol=0)
+    want = ref.group_relative_advantages_loop(rewards.tolist(), 5, std="sample")
+    torch.testing.assert_close(got, torch.tensor(want, dtype=got.dtype))
+
+
+def test_grpo_config_advantage_std_errors():
+    from rlbook.algos.grpo import GRPOConfig
+
+    with pytest.raises(ValueError, match="`advantage_std` must be 'population'"):
+        GRPOConfig(advantage_std="unbiased")
+    for est in ("dr_grpo", "rloo", "maxrl"):
+        with pytest.raises(ValueError, match="`advantage_std` applies only to advantage_estimator='grpo'"):
+            GRPOConfig(advantage_estimator=est, advantage_std="sample")
+        GRPOConfig(advantage_estimator=est)  # the default is fine with every estimator

@@ -105,3 +105,16 @@ def test_sft_then_grpo_lifts_held_out_pass_at_1_by_40_points(seed):
           f"pass@8 {before['pass@8']:.3f} -> {after['pass@8']:.3f}")  # shown with pytest -s
     assert after["pass@1"] - before["pass@1"] >= 0.40, (before, after)
     assert after["greedy_accuracy"] > before["greedy_accuracy"], (before, after)
+
+
+def test_train_grpo_runs_with_no_lower_clip_wide_clip_higher_and_sample_std():
+    # ε_low ≥ 1 (no lower clip) and a wide ε_high are legal, as in the per-token losses
+    cfg = tiny_config(num_steps=2, num_inner_epochs=2, clip_eps_low=1.0, clip_eps_high=3.0, advantage_std="sample")
+    hist = train_grpo(tiny(), TOK, TASK, cfg, progress=False)
+    assert all(np.isfinite(hist[m]).all() for m in METRICS)
+    # nothing can leave a [0, 4] band after two small steps from ρ = 1
+    assert (hist["clip_fraction"] == 0).all()
+    for kw, name in ((dict(clip_eps_high=float("inf")), "clip_eps_high"), (dict(clip_eps_low=float("nan")), "clip_eps_low"),
+                     (dict(advantage_std="biased"), "advantage_std")):
+        with pytest.raises(ValueError, match=name):
+            GRPOConfig(**kw)

@@ -85,27 +85,92 @@ def test_k3_has_lower_variance_than_k1_when_close():
     assert var(rl.kl_k3(lp, lr)) < 0.2 * var(rl.kl_k1(lp, lr))
 
 
+def _expected_grad_of_estimator(estimator, logits, ref_logits):
+    """Σ_a π_θ(a) ∇_θ k(a): the expected gradient of k used as a loss, samples a held fixed (no grad
+    through the sampling weights π_θ(a)), gradient flowing through log π_θ(a) only."""
+    x = logits.clone().requires_grad_()
+    lp = torch.log_softmax(x, -1)
+    ref_lp = torch.log_softmax(ref_logits, -1)
+    (lp.exp().detach() * estimator(lp, ref_lp)).sum().backward()
+    return x.grad
+
+
+def _grad_of(fn, logits):
+    x = logits.clone().requires_grad_()
+    fn(x).backward()
+    return x.grad
+
+
+@given(st.integers(0, 10_000), st.integers(2, 7), st.floats(0.1, 3.0))
+def test_expected_gradients_by_enumeration(seed, A, scale):
+    """E_θ[∇k1] = 0, E_θ[∇k2] = ∇KL(π_θ‖π_ref) (reverse), E_θ[∇k3] = ∇KL(π_ref‖π_θ) (forward): exact."""
+    logits, ref_logits = _logits(seed, A, scale=scale)
+    reverse = _grad_of(lambda x: rl.categorical_kl(x, ref_logits), logits)  # ∇ KL(π_θ ‖ π_ref)
+    forward = _grad_of(lambda x: rl.categorical_kl(ref_logits, x), logits)  # ∇ KL(π_ref ‖ π_θ)
+    torch.testing.assert_close(_expected_grad_of_estimator(rl.kl_k1, logits, ref_logits), torch.zeros(A, dtype=DT),
+                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(_expected_grad_of_estimator(rl.kl_k2, logits, ref_logits), reverse, atol=1e-12, rtol=1e-9)
+    torch.testing.assert_close(_expected_grad_of_estimator(rl.kl_k3, logits, ref_logits), forward, atol=1e-12, rtol=1e-9)
+
+
 @pytest.mark.parametrize("seed", [0, 4, 7])
-def test_expected_gradients_by_enumeration(seed):
-    """E_θ[∇k1] = 0, E_θ[∇k2] = ∇KL(π_θ‖π_ref), E_θ[∇k3] = ∇KL(π_ref‖π_θ) (exact, categorical)."""
+def test_k2_and_k3_gradients_differ_away_from_the_reference(seed):
+    """The two identities are not the same statement: far from π_ref the reverse and forward gradients
+    differ, and each estimator matches only its own (so the test above can fail for a swapped pair)."""
     logits, ref_logits = _logits(seed, 5, scale=1.5)
-    ref_lp = torch.log_softmax(ref_logits, 0)
+    reverse = _grad_of(lambda x: rl.categorical_kl(x, ref_logits), logits)
+    forward = _grad_of(lambda x: rl.categorical_kl(ref_logits, x), logits)
+    assert (reverse - forward).abs().max() > 1e-3
+    assert not torch.allclose(_expected_grad_of_estimator(rl.kl_k3, logits, ref_logits), reverse)
+    assert not torch.allclose(_expected_grad_of_estimator(rl.kl_k2, logits, ref_logits), forward)
 
-    def expected_grad(estimator):
-        x = logits.clone().requires_grad_()
-        lp = torch.log_softmax(x, 0)
-        (lp.exp().detach() * estimator(lp, ref_lp)).sum().backward()  # Σ_a π(a) ∇k(a), samples fixed
-        return x.grad
 
-    def grad_of(fn):
-        x = logits.clone().requires_grad_()
-        fn(x).backward()
-        return x.grad
+def test_expected_gradients_through_a_network_by_enumeration():
+    """The identities hold for any parameterisation: a tiny MLP over 4 states, weighted by a state
+    distribution, against autograd of the exact state-averaged KLs w.r.t. every weight."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5)).double()
+    obs = torch.randn(4, 3, dtype=DT)
+    ref_logits = torch.randn(4, 5, dtype=DT)
+    ref_lp = torch.log_softmax(ref_logits, -1)
+    d = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=DT)
 
-    torch.testing.assert_close(expected_grad(rl.kl_k1), torch.zeros(5, dtype=DT), atol=1e-12, rtol=0)
-    torch.testing.assert_close(expected_grad(rl.kl_k2), grad_of(lambda x: rl.categorical_kl(x, ref_logits)))
-    torch.testing.assert_close(expected_grad(rl.kl_k3), grad_of(lambda x: rl.categorical_kl(ref_logits, x)))
-    assert not torch.allclose(expected_grad(rl.kl_k3), grad_of(lambda x: rl.categorical_kl(x, ref_logits)))
+    def grads(loss):
+        return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(net.parameters()))])
+
+    weights = d[:, None] * torch.softmax(net(obs), -1).detach()  # P(s, a) = d(s) π_θ(a|s), fixed samples
+    e_k1, e_k2, e_k3 = (grads((weights * k(torch.log_softmax(net(obs), -1), ref_lp)).sum())
+                        for k in (rl.kl_k1, rl.kl_k2, rl.kl_k3))
+    reverse = grads((d * rl.categorical_kl(net(obs), ref_logits)).sum())
+    forward = grads((d * rl.categorical_kl(ref_logits, net(obs))).sum())
+    torch.testing.assert_close(e_k1, torch.zeros_like(e_k1), atol=1e-12, rtol=0)
+    torch.testing.assert_close(e_k2, reverse)
+    torch.testing.assert_close(e_k3, forward)
+
+
+@given(st.integers(0, 10_000), st.integers(2, 7), st.floats(0.1, 3.0))
+def test_exact_expectations_by_enumeration(seed, A, scale):
+    """E_θ[k1] = E_θ[k3] = KL(π_θ‖π_ref) exactly; E_θ[k2] ≥ 0 and differs from it in general."""
+    logits, ref_logits = _logits(seed, A, scale=scale)
+    lp, ref_lp = torch.log_softmax(logits, 0), torch.log_softmax(ref_logits, 0)
+    p = lp.exp()
+    kl = float(rl.categorical_kl(logits, ref_logits))
+    assert float((p * rl.kl_k1(lp, ref_lp)).sum()) == pytest.approx(kl, rel=1e-9, abs=1e-12)
+    assert float((p * rl.kl_k3(lp, ref_lp)).sum()) == pytest.approx(kl, rel=1e-9, abs=1e-12)
+    assert float((p * (torch.exp(ref_lp - lp) - 1)).sum()) == pytest.approx(0.0, abs=1e-12)  # E_θ[r] = 1
+
+
+def test_k2_bias_is_third_order_near_the_reference():
+    """E[k2] − KL shrinks like α³ as π_ref = softmax(z + α u) approaches π_θ: halving α divides it by ≈ 8."""
+    logits, direction = _logits(11, 6, scale=1.0)
+    lp = torch.log_softmax(logits, 0)
+
+    def bias(alpha):
+        ref_logits = logits + alpha * direction
+        return float((lp.exp() * rl.kl_k2(lp, torch.log_softmax(ref_logits, 0))).sum() - rl.categorical_kl(logits, ref_logits))
+
+    assert abs(bias(0.5)) > 1e-4
+    assert bias(0.02) / bias(0.01) == pytest.approx(8.0, rel=0.05)
 
 
 def test_errors_name_argument():

@@ -196,3 +196,67 @@ def test_errors_name_argument():
         rl.value_loss(lp, lp, lp, clip_eps=0.0)
     with pytest.raises(ValueError, match="`logits`"):
         rl.entropy_from_logits(torch.tensor(1.0))
+
+
+# ---- any finite ε ≥ 0: ε_low ≥ 1 removes the lower clip, wide clip-higher bands are legal ----
+
+@pytest.mark.parametrize("eps_low", [1.0, 5.0])
+def test_eps_low_at_least_one_means_no_lower_clip(eps_low):
+    # ratios far below 1 with negative advantages: PPO (ε = 0.2) would clip them (zero gradient);
+    # with ε_low ≥ 1 the loss and its gradient are the unclipped −ρ·Â
+    ratio = torch.tensor([1e-3, 0.1, 0.5, 0.79, 0.99], dtype=DT)
+    adv = torch.tensor([-1.0, -2.0, -0.5, -3.0, -1.0], dtype=DT)
+    old = torch.zeros(5, dtype=DT)
+    for fn in (rl.clipped_surrogate_loss, rl.clipped_surrogate_loss_masked):
+        lp = ratio.log().requires_grad_()
+        loss = fn(lp, old, adv, eps_low, 0.2)
+        torch.testing.assert_close(loss, -ratio * adv)
+        loss.sum().backward()
+        torch.testing.assert_close(lp.grad, -ratio * adv)
+    assert not rl.clip_region(ratio, adv, eps_low, 0.2).any()
+    assert rl.clip_region(ratio, adv, 0.2).tolist() == [True, True, True, True, False]  # the usual band does clip
+    # CISPO's weight has no lower bound either: weight = ρ
+    lp = ratio.log().requires_grad_()
+    rl.cispo_loss(lp, old, adv, eps_low, 0.2).sum().backward()
+    torch.testing.assert_close(lp.grad, -ratio * adv)
+    # the loop oracle agrees (its band also starts at 1 − ε_low ≤ 0)
+    want = ref.clipped_surrogate_loss_loop(ratio.log(), old, adv, eps_low, 0.2)
+    torch.testing.assert_close(rl.clipped_surrogate_loss(ratio.log(), old, adv, eps_low, 0.2), torch.tensor(want, dtype=DT))
+
+
+def test_wide_clip_higher_band():
+    # ε_high = 3: the band is [0.8, 4]; ρ = 3.5 with Â > 0 still learns, ρ = 4.5 is clipped at 4
+    ratio = torch.tensor([3.5, 4.5, 0.5], dtype=DT)
+    adv = torch.tensor([1.0, 1.0, -1.0], dtype=DT)
+    lp = ratio.log().requires_grad_()
+    loss = rl.clipped_surrogate_loss(lp, torch.zeros(3, dtype=DT), adv, 0.2, 3.0)
+    torch.testing.assert_close(loss, torch.tensor([-3.5, -4.0, 0.8], dtype=DT))
+    loss.sum().backward()
+    torch.testing.assert_close(lp.grad, torch.tensor([-3.5, 0.0, 0.0], dtype=DT))
+    assert rl.clip_region(ratio, adv, 0.2, 3.0).tolist() == [False, True, True]
+    weight = ref.cispo_weight_loop(ratio.log(), torch.zeros(3), 0.2, 3.0)
+    assert weight == pytest.approx([3.5, 4.0, 0.8])
+
+
+@pytest.mark.parametrize("bad", [-0.1, -1e-12, math.inf, -math.inf, math.nan, "wide"])
+@pytest.mark.parametrize("name", ["clip_eps_low", "clip_eps_high"])
+def test_clip_eps_rejects_negative_and_non_finite(bad, name):
+    lp = torch.zeros(3)
+    eps = dict(clip_eps_low=0.2, clip_eps_high=0.2)
+    eps[name] = bad
+    for fn in (rl.clipped_surrogate_loss, rl.clipped_surrogate_loss_masked, rl.cispo_loss):
+        with pytest.raises(ValueError, match=f"`{name}` must be"):
+            fn(lp, lp, lp, **eps)
+    with pytest.raises(ValueError, match=f"`{name}` must be"):
+        rl.clip_region(lp.exp(), lp, **eps)
+    with pytest.raises(ValueError, match=f"`{name}` must be"):
+        rl.GRPOConfig(**eps)
+    with pytest.raises(ValueError, match=f"`{name}` must be"):
+        rl.PPOConfig(**eps).validate()
+
+
+def test_configs_accept_what_the_loss_accepts():
+    for low, high in ((1.0, 0.28), (5.0, 3.0), (0.0, 0.0), (0.2, None)):
+        rl.GRPOConfig(clip_eps_low=low, clip_eps_high=high)
+        rl.PPOConfig(clip_eps_low=low, clip_eps_high=high).validate()
+        rl.clipped_surrogate_loss(torch.zeros(2), torch.zeros(2), torch.ones(2), low, high)

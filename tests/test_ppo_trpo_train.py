@@ -94,3 +94,14 @@ def test_ppo_stop_after_env_steps_cuts_the_same_curve():
     np.testing.assert_allclose(cut["loss"], full["loss"][:4], rtol=1e-6)
     with pytest.raises(ValueError, match="stop_after_env_steps"):
         PPOConfig(stop_after_env_steps=0).validate()
+
+
+def test_ppo_accepts_any_finite_clip_band():
+    # ε_low ≥ 1 (no lower clip) and a wide ε_high run end to end, clip fraction included
+    cfg = PPOConfig(total_env_steps=256, num_envs=4, num_steps=32, num_epochs=2, minibatch_size=64,
+                    clip_eps_low=5.0, clip_eps_high=3.0)
+    hist = train_ppo(cfg, progress=False)
+    assert np.isfinite(hist["clip_fraction"]).all() and (hist["clip_fraction"] <= 1).all()
+    for kw, name in ((dict(clip_eps_low=-0.1), "clip_eps_low"), (dict(clip_eps_high=float("inf")), "clip_eps_high")):
+        with pytest.raises(ValueError, match=name):
+            train_ppo(PPOConfig(**kw), progress=False)

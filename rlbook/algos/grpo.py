@@ -81,8 +81,9 @@ from rlbook.history import History
 from rlbook.kl import kl_k3
 from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.sampling import sample_completions
-from rlbook.losses import cispo_loss, clip_region, clipped_surrogate_loss
+from rlbook.losses import clip_region
 from rlbook.rewards import overlong_penalty
+from rlbook.steps import grpo_microbatch_train_step
 
 __all__ = ["GRPOConfig", "train_grpo", "evaluate", "grpo_optimizer", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS"]
 
@@ -92,7 +93,8 @@ ADVANTAGE_ESTIMATORS = {
     "rloo": leave_one_out_advantages,
     "maxrl": maxrl_advantages,
 }
-PER_TOKEN_LOSSES = {"clipped_surrogate": clipped_surrogate_loss, "cispo": cispo_loss}
+# config name -> ``loss_type`` of :func:`rlbook.policy_gradient_loss` (clipped_surrogate_loss / cispo_loss)
+PER_TOKEN_LOSSES = {"clipped_surrogate": "grpo_clip", "cispo": "cispo"}
 LOSS_AGGREGATIONS = {
     "seq_mean_token_mean": seq_mean_token_mean,
     "token_mean": token_mean,
@@ -117,7 +119,12 @@ class GRPOConfig:
         temperature: τ of the sampling distribution softmax(logits/τ) (also used in the loss).
         loss_aggregation: name in ``LOSS_AGGREGATIONS`` or a callable(loss, mask) -> 0-d tensor.
         advantage_estimator: name in ``ADVANTAGE_ESTIMATORS`` or a callable(rewards, group_size).
-        per_token_loss: name in ``PER_TOKEN_LOSSES`` (called with ε_low, ε_high).
+        advantage_std: the group std of the "grpo" estimator: "population" (÷G, the default) or
+            "sample" (÷(G−1), ``torch.std``'s default, as in TRL); passed as ``std=`` to
+            :func:`rlbook.group_relative_advantages`. Only "grpo" divides by a std, so any other
+            estimator requires the default.
+        per_token_loss: name in ``PER_TOKEN_LOSSES``: "clipped_surrogate" (:func:`rlbook.clipped_surrogate_loss`)
+            or "cispo" (:func:`rlbook.cispo_loss`), both with the band (ε_low, ε_high).
         format_coef: weight of ``task.format_reward`` added to the correctness reward.
         overlong_cache_length: DAPO soft overlong punishment zone in tokens (0 = off); the
             budget L_max is ``max_new_tokens``.
@@ -143,6 +150,7 @@ class GRPOConfig:
     temperature: float = 1.0
     loss_aggregation: object = "seq_mean_token_mean"
     advantage_estimator: object = "grpo"
+    advantage_std: str = "population"
     per_token_loss: str = "clipped_surrogate"
     format_coef: float = 0.0
     overlong_cache_length: int = 0
@@ -162,14 +170,20 @@ class GRPOConfig:
             raise ValueError(f"`group_size` must be ≥ 2 (a group needs siblings to compare); got {self.group_size}")
         _checks.check_positive("lr", self.lr)
         _checks.check_positive("temperature", self.temperature)
-        _checks.check_in_range("clip_eps_low", self.clip_eps_low, 0.0, 1.0)
+        # any finite ε ≥ 0, as the per-token losses accept (ε_low ≥ 1: no lower clip)
+        _checks.check_in_range("clip_eps_low", self.clip_eps_low, 0.0, float("inf"), high_inclusive=False)
         if self.clip_eps_high is not None:
-            _checks.check_in_range("clip_eps_high", self.clip_eps_high, 0.0)
+            _checks.check_in_range("clip_eps_high", self.clip_eps_high, 0.0, float("inf"), high_inclusive=False)
         _checks.check_in_range("kl_coef", self.kl_coef, 0.0)
         _checks.check_in_range("overlong_cache_length", self.overlong_cache_length, 0, self.max_new_tokens)
         _checks.check_in_range("eval_every", self.eval_every, 0)
         if not callable(self.advantage_estimator) and self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
             raise ValueError(f"`advantage_estimator` must be one of {sorted(ADVANTAGE_ESTIMATORS)} or a callable; got {self.advantage_estimator!r}")
+        if self.advantage_std not in ("population", "sample"):
+            raise ValueError(f"`advantage_std` must be 'population' (÷G) or 'sample' (÷(G−1)); got {self.advantage_std!r}")
+        if self.advantage_std != "population" and self.advantage_estimator != "grpo":
+            raise ValueError(f"`advantage_std` applies only to advantage_estimator='grpo' (the one that divides by a std); "
+                             f"got advantage_std={self.advantage_std!r} with advantage_estimator={self.advantage_estimator!r}")
         if not callable(self.loss_aggregation) and self.loss_aggregation not in LOSS_AGGREGATIONS:
             raise ValueError(f"`loss_aggregation` must be one of {sorted(LOSS_AGGREGATIONS)} or a callable; got {self.loss_aggregation!r}")
         if self.per_token_loss not in PER_TOKEN_LOSSES:
@@ -194,17 +208,18 @@ def grpo_optimizer(policy, config: GRPOConfig) -> torch.optim.Optimizer:
 
 
 def _parts(config: GRPOConfig):
-    """Resolve the config's names to functions: (advantage_fn, per_token_fn, aggregate_fn)."""
+    """Resolve the config's names: (advantage_fn, loss_type, (ε_low, ε_high), aggregate_fn)."""
     adv = config.advantage_estimator
     adv = ADVANTAGE_ESTIMATORS[adv] if isinstance(adv, str) else adv
+    if config.advantage_estimator == "grpo":  # the group std: population (÷G) or sample (÷(G−1))
+        adv = functools.partial(adv, std=config.advantage_std)
     agg = config.loss_aggregation
     if agg == "fixed_length_mean":
         agg = functools.partial(fixed_length_mean, max_length=config.max_new_tokens)
     elif isinstance(agg, str):
         agg = LOSS_AGGREGATIONS[agg]
     high = config.clip_eps_low if config.clip_eps_high is None else config.clip_eps_high
-    per_token = functools.partial(PER_TOKEN_LOSSES[config.per_token_loss], clip_eps_low=config.clip_eps_low, clip_eps_high=high)
-    return adv, per_token, agg
+    return adv, PER_TOKEN_LOSSES[config.per_token_loss], (config.clip_eps_low, high), agg
 
 
 def _score(task, prompts: list[str], texts: list[str], lengths: torch.Tensor, config: GRPOConfig):
@@ -245,7 +260,7 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
     from rlbook.lm.tokenizer import encode_prompts
 
     device = next(policy.parameters()).device
-    adv_fn, per_token_fn, aggregate = _parts(config)
+    adv_fn, loss_type, cliprange, aggregate = _parts(config)
     G = config.group_size
     # 1. sample G completions per prompt with π_old (the current weights)
     problems = task.sample_problems(config.prompts_per_step, generator)
@@ -266,23 +281,21 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
     if ref_policy is not None:
         with torch.no_grad():
             ref_log_probs = completion_log_probs(ref_policy, prompt_ids, batch.completion_ids, prompt_mask, **scoring)
-    # 3. μ passes of the clipped surrogate (+ β·k3) over the batch
+    # 3. μ passes of the clipped surrogate (+ β·k3) over the batch: per-token loss, aggregation,
+    #    backward in one library call (rl.grpo_microbatch_train_step, the whole batch as one micro-batch)
     for epoch in range(config.num_inner_epochs):
         log_probs, entropy = score(with_entropy=True)  # (B, T) each
-        per_token = per_token_fn(log_probs, old_log_probs, advantages[:, None])
         if epoch == 0:
             kl = torch.zeros(()) if ref_log_probs is None else masked_mean(kl_k3(log_probs.detach(), ref_log_probs), mask)
             mean_entropy = masked_mean(entropy.detach(), mask)
-        if config.kl_coef:
-            per_token = per_token + config.kl_coef * kl_k3(log_probs, ref_log_probs)
-        loss = aggregate(per_token, mask)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss, _ = grpo_microbatch_train_step(
+            log_probs, mask, 1, loss_type, advantages=advantages[:, None], old_log_probs=old_log_probs,
+            cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref_log_probs, kl_coef=config.kl_coef)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
         optimizer.step()
     ratio = torch.exp(log_probs.detach() - old_log_probs)
-    high = config.clip_eps_low if config.clip_eps_high is None else config.clip_eps_high
-    clipped = clip_region(ratio, advantages[:, None].expand_as(ratio), config.clip_eps_low, high)
+    clipped = clip_region(ratio, advantages[:, None].expand_as(ratio), *cliprange)
     grouped = rewards.reshape(-1, G)
     return dict(
         reward=rewards.mean(), **{"pass@1": correct.mean()}, kl=kl, entropy=mean_entropy,
@@ -299,7 +312,8 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
            − β k3_{i,t}(π_θ ‖ π_ref) ],   ρ_{i,t} = π_θ(o_{i,t}|q, o_{i,<t}) / π_old(o_{i,t}|q, o_{i,<t})
 
     Source: book eq. (grpo); Shao et al. 2024 (DeepSeekMath), arXiv:2402.03300, eq. 21 and
-    Algorithm 1; seed 002 Part 7 (the worked GRPO step); seed 004 (DAPO, Dr. GRPO, CISPO).
+    Algorithm 1; Yu et al. 2025 (DAPO), arXiv:2503.14476; Liu et al. 2025 (Dr. GRPO),
+    arXiv:2503.20783; MiniMax 2025 (CISPO), arXiv:2506.13585.
 
     Args:
         policy: a causal LM (ours from :func:`rlbook.lm.build_policy`, or any local checkpoint

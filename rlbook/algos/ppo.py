@@ -13,7 +13,8 @@ Every equation is a library function (``clipped_surrogate_loss``, ``value_loss``
 ``entropy_from_logits``, ``gae``, ``approx_kl``, ...); this file is only the loop.
 
 Source: Schulman et al. 2017, arXiv:1707.06347 (Algorithm 1); the loop follows CleanRL's
-``ppo.py`` (Huang et al. 2022, "The 37 implementation details of PPO"); seed 003 (PPO + GAE).
+``ppo.py`` (Huang et al. 2022, "The 37 implementation details of PPO"); Schulman et al. 2016,
+arXiv:1506.02438 (GAE).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Literal
 import torch
 from tqdm.auto import tqdm
 
+from rlbook import _checks
 from rlbook.advantages import gae
 from rlbook.config import get_device
 from rlbook.diagnostics import approx_kl, clip_fraction, explained_variance
@@ -34,7 +36,7 @@ from rlbook.history import History
 from rlbook.losses import clipped_surrogate_loss, entropy_from_logits, value_loss
 from rlbook.nets import ActorCritic
 
-__all__ = ["PPOConfig", "train_ppo", "categorical_policy_fn"]
+__all__ = ["PPOConfig", "train_ppo", "ppo_update", "ppo_minibatch_step", "categorical_policy_fn"]
 
 
 @dataclass
@@ -55,7 +57,8 @@ class PPOConfig:
         num_steps: steps per env per rollout; batch = num_envs · num_steps transitions.
         gamma: discount γ.
         gae_lambda: GAE λ (bias-variance knob of the advantages).
-        clip_eps_low, clip_eps_high: ratio band [1 − ε_low, 1 + ε_high]; ``None`` high = symmetric.
+        clip_eps_low, clip_eps_high: ratio band [1 − ε_low, 1 + ε_high], each a finite ε ≥ 0
+            (ε_low ≥ 1: no lower clip); ``None`` high = symmetric.
         num_epochs: passes over each batch.
         minibatch_size: transitions per gradient step (must divide into the batch; the last
             partial minibatch is used as it is).
@@ -119,6 +122,10 @@ class PPOConfig:
             raise ValueError(f"`lr` must be > 0; got {self.lr}")
         if self.lr_schedule not in ("constant", "linear"):
             raise ValueError(f"`lr_schedule` must be 'constant' or 'linear'; got {self.lr_schedule!r}")
+        # any finite ε ≥ 0, exactly what the loss accepts (ε_low ≥ 1: no lower clip)
+        _checks.check_in_range("clip_eps_low", self.clip_eps_low, 0.0, float("inf"), high_inclusive=False)
+        if self.clip_eps_high is not None:
+            _checks.check_in_range("clip_eps_high", self.clip_eps_high, 0.0, float("inf"), high_inclusive=False)
         for name in ("max_grad_norm", "target_kl", "clip_value_eps"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -168,6 +175,85 @@ def _minibatch_loss(model: ActorCritic, mb: dict[str, torch.Tensor], cfg: PPOCon
     return loss, policy_loss, v_loss, entropy, log_probs
 
 
+def ppo_minibatch_step(model: ActorCritic, optimizer: torch.optim.Optimizer, minibatch: dict[str, torch.Tensor],
+                       config: PPOConfig) -> dict[str, torch.Tensor]:
+    """One PPO gradient step on one minibatch: zero the gradients, backward the loss, clip, step.
+
+    loss = policy_loss + vf_coef · value_loss − ent_coef · entropy, each a mean over the minibatch:
+
+    * policy_loss = mean −min(ρ·Â, clip(ρ, 1−ε_low, 1+ε_high)·Â), ρ = π_θ(a|s)/π_θold(a|s), with Â
+      standardised over the minibatch when ``config.norm_advantages``;
+    * value_loss = mean ½(V_θ(s) − R̂)² (clipped around V_old when ``config.clip_value_eps``);
+    * entropy = mean H(π_θ(·|s)) (subtracted: a bonus for keeping the policy stochastic).
+
+    Source: Schulman et al. 2017, arXiv:1707.06347, eq. 9 (L^CLIP+VF+S, negated) and Algorithm 1;
+    CleanRL ``ppo.py`` (zero_grad, backward, clip_grad_norm_, step).
+
+    Args:
+        model: the :class:`ActorCritic` being trained.
+        optimizer: an optimiser over ``model``'s parameters.
+        minibatch: dict of tensors with a leading minibatch dim M: ``obs`` (M, obs_dim),
+            ``actions`` (M,) long, ``old_log_probs`` (M,) nats, ``old_values`` (M,),
+            ``advantages`` (M,), ``returns`` (M,) (as built by :func:`train_ppo`).
+        config: supplies the coefficients, the clip band and ``max_grad_norm``.
+    Returns:
+        dict of detached 0-d tensors: ``loss``, ``policy_loss``, ``value_loss``, ``entropy``
+        (all evaluated before the step) and ``grad_norm`` (global L2 norm before clipping).
+    Gradient:
+        the gradient of ``loss`` w.r.t. the parameters, clipped to ``max_grad_norm``, is applied
+        by ``optimizer.step()``; gradients left from earlier calls are discarded first.
+    Raises:
+        ValueError: from the losses (e.g. shapes that do not match).
+    """
+    loss, policy_loss, v_loss, entropy, _ = _minibatch_loss(model, minibatch, config)
+    optimizer.zero_grad()
+    loss.backward()
+    max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return dict(loss=loss.detach(), policy_loss=policy_loss.detach(), value_loss=v_loss.detach(),
+                entropy=entropy.detach(), grad_norm=grad_norm)
+
+
+def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: dict[str, torch.Tensor],
+               config: PPOConfig, generator: torch.Generator) -> dict:
+    """The optimisation phase of one PPO update: ``num_epochs`` shuffled passes of minibatch steps.
+
+    Each epoch draws a permutation of the N transitions from ``generator`` and calls
+    :func:`ppo_minibatch_step` on consecutive slices of ``minibatch_size`` (the last one may be
+    shorter). With ``config.target_kl`` set, the remaining epochs are skipped once the mean
+    approximate KL (k3) between π_θold and π_θ on the whole batch exceeds it.
+
+    Source: Schulman et al. 2017, arXiv:1707.06347, Algorithm 1 (K epochs, minibatch size M);
+    CleanRL ``ppo.py`` (target-KL early stop).
+
+    Args:
+        model, optimizer, config: as :func:`ppo_minibatch_step`.
+        batch: dict of (N, ...) tensors with the keys of a minibatch (see :func:`ppo_minibatch_step`).
+        generator: torch.Generator for the shuffles (a run is reproducible from its seed).
+    Returns:
+        dict with ``epochs`` (int, epochs run before any target-KL stop) and ``grad_norm``
+        (0-d tensor, pre-clipping norm of the last minibatch step).
+    Raises:
+        ValueError: from the losses.
+    """
+    batch_size = batch["obs"].shape[0]
+    device = batch["obs"].device
+    epochs_run = 0
+    for epoch in range(config.num_epochs):
+        perm = torch.randperm(batch_size, generator=generator).to(device)
+        for lo in range(0, batch_size, config.minibatch_size):
+            mb = {k: v[perm[lo: lo + config.minibatch_size]] for k, v in batch.items()}
+            grad_norm = ppo_minibatch_step(model, optimizer, mb, config)["grad_norm"]
+        epochs_run = epoch + 1
+        if config.target_kl is not None:
+            with torch.no_grad():
+                _, _, _, _, new_log_probs = _minibatch_loss(model, batch, config)
+            if approx_kl(new_log_probs, batch["old_log_probs"]).mean() > config.target_kl:
+                break
+    return dict(epochs=epochs_run, grad_norm=grad_norm)
+
+
 def train_ppo(config: PPOConfig | None = None, progress: bool = True) -> History:
     """Train a categorical actor-critic on CartPole-v1 with PPO-clip and GAE.
 
@@ -209,28 +295,15 @@ def train_ppo(config: PPOConfig | None = None, progress: bool = True) -> History
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.next_values, rollout.terminated,
                                   rollout.truncated, cfg.gamma, cfg.gae_lambda)
         data = {k: v.to(device) for k, v in _flatten(rollout, advantages, returns).items()}
-        epochs_run = 0
-        for epoch in range(cfg.num_epochs):
-            perm = torch.randperm(batch_size, generator=gen).to(device)
-            for lo in range(0, batch_size, cfg.minibatch_size):
-                mb = {k: v[perm[lo: lo + cfg.minibatch_size]] for k, v in data.items()}
-                loss, policy_loss, v_loss, entropy, _ = _minibatch_loss(model, mb, cfg)
-                opt.zero_grad()
-                loss.backward()
-                max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else float("inf")
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-                opt.step()
-            epochs_run = epoch + 1
-            if cfg.target_kl is not None:
-                with torch.no_grad():
-                    _, _, _, _, new_log_probs = _minibatch_loss(model, data, cfg)
-                if approx_kl(new_log_probs, data["old_log_probs"]).mean() > cfg.target_kl:
-                    break
+        result = ppo_update(model, opt, data, cfg, gen)  # num_epochs passes of minibatch steps
+        epochs_run, grad_norm = result["epochs"], result["grad_norm"]
         with torch.no_grad():  # diagnostics on the whole batch, after the update
             loss, policy_loss, v_loss, entropy, new_log_probs = _minibatch_loss(model, data, cfg)
             kl = approx_kl(new_log_probs, data["old_log_probs"]).mean()
             ratio = torch.exp(new_log_probs - data["old_log_probs"])
-            clipfrac = clip_fraction(ratio, cfg.clip_eps_low, cfg.clip_eps_high)
+            # ρ ≥ 0, so a lower end 1 − ε_low ≤ 0 (ε_low ≥ 1) excludes nothing: ε_low = 1 counts the same
+            clipfrac = clip_fraction(ratio, min(cfg.clip_eps_low, 1.0),
+                                     cfg.clip_eps_low if cfg.clip_eps_high is None else cfg.clip_eps_high)
             ev = explained_variance(data["old_values"], data["returns"])
         hist.log(loss=loss, policy_loss=policy_loss, value_loss=v_loss, entropy=entropy, approx_kl=kl,
                  clip_fraction=clipfrac, explained_variance=ev, grad_norm=grad_norm, lr=lr,

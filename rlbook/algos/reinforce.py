@@ -14,7 +14,8 @@ Switches (orthogonal, as the chapter compares them):
 * ``normalize_advantages``: divide (w − b) by its batch standard deviation (a per-batch step-size
   rescaling; common in practice, not part of the estimator's theory).
 
-Source: Williams 1992 (REINFORCE); seed 001 "Vanilla Policy Gradient"; Greensmith, Bartlett &
+Source: Williams 1992 (REINFORCE); Achiam 2018, *Spinning Up in Deep RL* ("Vanilla Policy
+Gradient"); Greensmith, Bartlett &
 Baxter 2004 (variance-optimal baseline).
 """
 
@@ -136,7 +137,7 @@ def reinforce_weights(batch: EpisodeBatch, return_kind: str, gamma: float) -> to
     ``"total"``: R(τ) at every step (discounted with ``gamma`` from the episode start);
     ``"rewards_to_go"``: Σ_{t'≥t} γ^{t'−t} r_{t'}.
 
-    Source: book eqs. (1.3), (1.5), (3.1); seed 001 "Vanilla Policy Gradient".
+    Source: book eqs. (1.3), (1.5), (3.1); Williams 1992; Sutton & Barto 2018, §13.3.
 
     Args:
         batch: N padded episodes (:class:`~rlbook.envs.cartpole.EpisodeBatch`).

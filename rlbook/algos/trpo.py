@@ -11,7 +11,7 @@ One update:
 
 Source: Schulman et al. 2015, arXiv:1502.05477 (single-path TRPO, Appendix C); GAE critic as in
 Schulman et al. 2016, arXiv:1506.02438 (they fit it by a trust region too; Adam is the common
-modern choice, e.g. Spinning Up's ``trpo``); seed 001 ("TRPO").
+modern choice, e.g. Spinning Up's ``trpo``).
 """
 
 from __future__ import annotations

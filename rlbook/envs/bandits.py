@@ -105,7 +105,7 @@ class SoftmaxBandit:
     def expected_return(self, logits) -> torch.Tensor:
         """J(θ) = Σ_a π_θ(a) r̄(a): (..., K) -> (...); differentiable (autograd gives ∇J).
 
-        Source: book eq. (objective); seed 002 "Part 3" (J = expected reward).
+        Source: book eq. (objective); Sutton & Barto 2018, §2.8 (gradient bandit).
         """
         pi = self.probs(logits)
         return (pi * self._means(pi)).sum(-1)
@@ -113,7 +113,8 @@ class SoftmaxBandit:
     def exact_gradient(self, logits) -> torch.Tensor:
         """∇_θ J = Σ_a π(a) r̄(a) (onehot(a) − π) = π ⊙ (r̄ − J): (..., K) -> (..., K), closed form.
 
-        Source: book eq. (bandit-gradient); derived from the softmax score (seed 002 "Part 5").
+        Source: book eq. (bandit-gradient); derived from the softmax score; Sutton & Barto
+        2018, §2.8, eq. 2.12 (gradient bandit).
         """
         pi = self.probs(logits)
         means = self._means(pi)

@@ -4,7 +4,8 @@ REINFORCE needs *complete* episodes collected by *one* policy. :class:`EpisodeBa
 ``num_envs`` gymnasium ``CartPole-v1`` environments, runs them in lock-step (one batched policy
 forward per time step) until each has finished one episode, and steps only the environments that
 are still running, so the env-step count is exact: no step is taken and thrown away, and there is
-no autoreset to get wrong (the FIELD-NOTES pitfall of gymnasium 1.x vector envs).
+no autoreset to get wrong (gymnasium 1.x vector envs autoreset on the step after termination by
+default, a frequent source of mixed-up episodes).
 
 Seeding: environment ``i`` is reset with ``seed + i`` the first time and continues its own RNG
 afterwards, so a run is reproducible from one integer.

@@ -201,7 +201,7 @@ class TabularMDP:
         """J(θ) = E[Σ_{t<H} γ^t r_t] = Σ_s d_0(s) V^π(s), scalar; differentiable in ``logits``.
 
         Finite H: backward induction V_{k+1} = r_π + γ P_π V_k, H times from V_0 = 0. Infinite:
-        the linear solve (I − γP_π) V = r_π. Source: book eq. (objective); Puterman 1994, §5–6.
+        the linear solve (I − γP_π) V = r_π. Source: book eq. (1.4); Puterman 1994, Ch. 4 and 6.
         """
         pi = self.policy_probs(logits)
         return self.initial_dist @ self._values(pi, self._resolve_horizon(horizon))
@@ -209,7 +209,7 @@ class TabularMDP:
     def state_values(self, probs, horizon=None) -> torch.Tensor:
         """V^π(s) = E[Σ_{t<H} γ^t r_t | s_0 = s], (S,) from ``probs`` (S, A); 0 on terminal states.
 
-        Source: book eq. (bellman-v): V = r_π + γ P_π V (infinite horizon).
+        Source: book eq. (1.15): V = r_π + γ P_π V (infinite horizon); Sutton & Barto 2018, eq. 3.14.
         """
         return self._values(self._check_policy("probs", probs), self._resolve_horizon(horizon))
 
@@ -217,7 +217,7 @@ class TabularMDP:
         """Q^π(s, a) = r(s, a) + γ Σ_s' P(s'|s, a) V^π_{H−1}(s'), (S, A) from ``probs``.
 
         V_{H−1} is the value with one step fewer (V itself for an infinite horizon); rows of
-        terminal states are 0. Source: book eq. (bellman-q).
+        terminal states are 0. Source: book eq. (1.14).
         """
         pi = self._check_policy("probs", probs)
         h = self._resolve_horizon(horizon)
@@ -236,7 +236,7 @@ class TabularMDP:
         horizon without terminal states (and H for γ = 1, no terminals); then J = Σ_s ρ(s) r_π(s).
         ``normalize=True`` divides by that sum (the distribution d_π = (1 − γ)ρ of the
         performance-difference lemma when nothing terminates).
-        Source: book eq. (occupancy); Kakade & Langford 2002, §2; Sutton et al. 2000.
+        Source: Kakade & Langford 2002, Sec. 2; Sutton et al. 2000.
         """
         pi = self._check_policy("probs", probs)
         h = self._resolve_horizon(horizon)
@@ -362,7 +362,8 @@ class TabularMDP:
         estimator unbiased for the discounted J (practice often drops it, which biases it when
         γ < 1). ∇_θ log π(a|s) is the softmax score onehot(a) − π(·|s) placed in row s.
 
-        Source: book eqs. (reinforce-total), (reinforce-rtg); Williams 1992; seed 002 "Part 4".
+        Source: book eq. (2.5) and §3.2; Williams 1992;
+        Sutton & Barto 2018, Sec. 13.3.
 
         Args:
             logits: (S, A) policy logits θ.
@@ -406,7 +407,8 @@ class TabularMDP:
         (kind="rewards_to_go"); see ``trajectory_gradients``. Both equal autograd of
         ``expected_return(logits, horizon)``; only their variances differ. Small S, A, H only.
 
-        Source: book eq. (pg-theorem); Williams 1992; seed 002 "Part 4", steps 1–5.
+        Source: book eq. (2.5); Williams 1992; Sutton et al. 2000
+        (policy-gradient theorem); Sutton & Barto 2018, Sec. 13.2.
 
         Args:
             logits: (S, A) policy logits θ.

@@ -15,6 +15,8 @@ module                      public names
 ``rlbook.lm.gpt2_fast``     gpt2_forward, gpt2_prefill (a GPT-2's forward written out: the
                             sampler's and the scorer's fast path)
 ``rlbook.lm.sft``           SFTConfig, train_sft, sft_batch
+``rlbook.lm.standard``      tokenize_prompt_and_output, get_response_log_probs (the course-standard
+                            right-padded layout; the loss steps are in :mod:`rlbook.steps`)
 ``rlbook.lm.checkpoint``    save_checkpoint, load_checkpoint
 ==========================  ======================================================================
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast", "sft", "checkpoint")
+_SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast", "sft", "standard", "checkpoint")
 _EXPORTS = {
     "tokenizer": ["SPECIAL_TOKENS", "DEFAULT_ALPHABET", "build_char_tokenizer", "encode_prompts", "forbidden_token_ids"],
     "task": ["Problem", "AdditionTask", "corrupt_answer"],
@@ -34,6 +36,7 @@ _EXPORTS = {
     "logprobs": ["token_log_probs", "completion_log_probs", "position_ids_from_mask"],
     "gpt2_fast": ["gpt2_forward", "gpt2_prefill"],
     "sft": ["SFTConfig", "sft_batch", "train_sft"],
+    "standard": ["tokenize_prompt_and_output", "get_response_log_probs"],
     "checkpoint": ["save_checkpoint", "load_checkpoint"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -20,7 +20,8 @@ def token_log_probs(logits, tokens) -> torch.Tensor:
 
     log π(a_t) = log_softmax(logits_t)[a_t] = logits_t[a_t] − logsumexp(logits_t)
 
-    Source: book eq. (lm-logprob); the softmax policy of seed 000 ("Vanilla Policy Gradients").
+    Source: book eq. (lm-logprob); the softmax output layer of a causal LM (Radford et
+    al. 2019, GPT-2).
 
     Args:
         logits: (..., T, V) unnormalised scores.

@@ -6,7 +6,7 @@ is the next token, and π_θ(a_t | s_t) = softmax(logits_t)[a_t]. The book's def
 :mod:`rlbook.lm.tokenizer`; ``RLBOOK_SIZE=full`` doubles depth and width.
 
 Dropout must be 0: with dropout on, the log-probabilities used in the loss differ from the ones
-the samples were drawn with, and RL stalls (FIELD-NOTES). :func:`build_policy` refuses a config
+the samples were drawn with, and RL stalls (measured while writing the book). :func:`build_policy` refuses a config
 with dropout and every policy is returned in ``eval()`` mode (gradients still flow).
 """
 

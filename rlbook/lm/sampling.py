@@ -3,7 +3,7 @@
 One forward over the prompts fills the key/value cache (each prompt encoded once, its cache then
 repeated for the G samples); then each step feeds only the newest token. No generation config, no
 logits processors, no stopping-criteria objects: the loop is the algorithm written out, and at
-small batches (where ``generate`` is overhead-bound, FIELD-NOTES) it is several times faster.
+small batches (where ``generate`` is overhead-bound; see chapter 8) it is several times faster.
 Special tokens other than EOS are forbidden (logit −∞); rows that have emitted EOS keep being fed
 padding, and the loop stops when every row has finished.
 """
@@ -115,7 +115,7 @@ def sample_completions(
     o_t ~ softmax(logits(q, o_<t) / τ) over the allowed tokens, until EOS or ``max_new_tokens``.
 
     Source: book §(lm-sampling); the autoregressive policy π_θ(o|q) = Π_t π_θ(o_t | q, o_<t)
-    (seed 000, "Given a question q, an LLM produces an output o").
+    (Shao et al. 2024, arXiv:2402.03300, §2 notation: question q, output o).
 
     Args:
         model: a causal LM (``forward(input_ids, past_key_values=..., use_cache=True)``).

@@ -42,6 +42,7 @@ from rlbook.history import History
 from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.task import corrupt_answer
 from rlbook.lm.tokenizer import encode_prompts
+from rlbook.steps import sft_microbatch_train_step
 
 __all__ = ["SFTConfig", "sft_batch", "train_sft"]
 
@@ -128,7 +129,17 @@ def train_sft(policy, tokenizer, task, config: SFTConfig | None = None, progress
 
     L(θ) = −1/N Σ_{i,t} m_{i,t} log π_θ(y_{i,t} | q_i, y_{i,<t})     (token mean over answer+EOS)
 
-    Source: book eq. (sft); standard next-token cross-entropy.
+    Each step is one call of :func:`rlbook.sft_microbatch_train_step` (−1/B Σ_i Σ_t m·log π / c)
+    with the normaliser c = N/B, the mean number of target tokens per sequence in the batch, so
+    the loss above is the token mean over the N = Σ m target tokens. Why this c and not the
+    course's c = 1 (summed NLL per sequence): the loss stays in nats per token, comparable across
+    batches and answer lengths, and it is the arithmetic the book's measured SFT results were
+    produced with. For a power-of-two batch size (the default 128) B·c = N exactly, and the loss,
+    its gradient and so every trained parameter are bit for bit those of the direct form
+    −Σ m·log π / N.
+
+    Source: book eq. (sft); standard next-token cross-entropy; CS336 (2025) assignment 5
+    (``sft_microbatch_train_step``).
 
     Args:
         policy: a causal LM (e.g. :func:`rlbook.lm.build_policy`); trained in place.
@@ -155,10 +166,10 @@ def train_sft(policy, tokenizer, task, config: SFTConfig | None = None, progress
         )
         prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
         target_ids, target_mask = target_ids.to(device), target_mask.to(device)
-        log_probs = completion_log_probs(policy, prompt_ids, target_ids, prompt_mask, completion_mask=target_mask)
-        loss = -log_probs.sum() / target_mask.sum()
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        log_probs = completion_log_probs(policy, prompt_ids, target_ids, prompt_mask, completion_mask=target_mask)
+        # normaliser c = target tokens per sequence in this batch (N/B), so the loss is the token mean
+        loss, _ = sft_microbatch_train_step(log_probs, target_mask, 1, normalize_constant=target_mask.sum() / len(target_mask))
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
         history.log(loss=loss.item(), lr=sched.get_last_lr()[0], grad_norm=grad_norm.item())
         opt.step()

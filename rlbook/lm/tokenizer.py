@@ -100,7 +100,7 @@ def forbidden_token_ids(tokenizer) -> list[int]:
     """Ids that a policy must never sample: every special token except end-of-sequence.
 
     Sampling ``<pad>``, ``<s>`` or ``<unk>`` has no meaning in a completion, and a reward that
-    strips them could be gamed (FIELD-NOTES pitfall); the sampler sets their logits to −∞.
+    strips them could be gamed (a policy finds such a loophole quickly); the sampler sets their logits to −∞.
 
     Returns:
         Sorted list of token ids (pad, bos, unk and any other special ids), without the EOS id.

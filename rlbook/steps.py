@@ -1,0 +1,288 @@
+"""Tensor-only training steps with the names of university course assignments and TRL/verl.
+
+Each function takes per-token log-probabilities that already carry a gradient (from
+:func:`rlbook.lm.get_response_log_probs` or :func:`rlbook.lm.completion_log_probs`), builds the
+loss, scales it for gradient accumulation and calls ``backward()``; the caller steps the optimiser
+after every ``gradient_accumulation_steps`` calls. They are the single code path of the book's own
+loops: :func:`rlbook.lm.train_sft` calls :func:`sft_microbatch_train_step` and
+:func:`rlbook.algos.grpo.grpo_step` calls :func:`grpo_microbatch_train_step`.
+
+==============================  ============================================================
+function                        loss of one micro-batch (before ``/ gradient_accumulation_steps``)
+==============================  ============================================================
+``sft_loss``                    −1/B Σ_i (Σ_t m_{i,t} log π_{i,t}) / c
+``policy_gradient_loss``        per-token −A·log π, or the clipped surrogate (unreduced)
+``grpo_microbatch_train_step``  aggregate(policy_gradient_loss [+ β·k3]) (GRPO: per-sequence
+                                masked mean, then the batch mean)
+==============================  ============================================================
+
+Gradient accumulation. Dividing each micro-batch loss by k and summing the gradients of k
+micro-batches of B/k sequences gives the gradient of one batch of B sequences whenever the loss is
+a mean over sequences (``sft_loss``, GRPO's ``seq_mean_token_mean``), because the mean of k equal-
+sized means is the mean. (DAPO's ``token_mean`` needs the global token count: pass
+``functools.partial(rl.token_mean, num_tokens=N)`` as ``aggregation`` and k = 1.)
+
+Source: Stanford CS336 (Spring 2025) assignment 5 (the function names and signatures); Shao et
+al. 2024 (DeepSeekMath), arXiv:2402.03300, eq. 21 (GRPO); Williams 1992 (REINFORCE).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlbook import _checks
+from rlbook.aggregation import AGGREGATIONS, fixed_length_mean, masked_normalize, seq_mean_token_mean
+from rlbook.kl import kl_k3
+from rlbook.losses import cispo_loss, clip_region, clipped_surrogate_loss
+from rlbook.policy_gradient import reinforce_loss
+
+__all__ = [
+    "POLICY_GRADIENT_LOSS_TYPES",
+    "sft_loss",
+    "sft_microbatch_train_step",
+    "policy_gradient_loss",
+    "grpo_microbatch_train_step",
+]
+
+# loss_type -> the arguments it needs besides policy_log_probs
+POLICY_GRADIENT_LOSS_TYPES = {
+    "no_baseline": ("raw_rewards",),
+    "reinforce_with_baseline": ("advantages",),
+    "grpo_clip": ("advantages", "old_log_probs", "cliprange"),
+    "cispo": ("advantages", "old_log_probs", "cliprange"),
+}
+
+
+def _check_log_probs(policy_log_probs) -> None:
+    if not isinstance(policy_log_probs, torch.Tensor) or not torch.is_floating_point(policy_log_probs):
+        raise ValueError("`policy_log_probs` must be a floating tensor of shape (B, T)")
+    if policy_log_probs.dim() != 2:
+        raise ValueError(f"`policy_log_probs` must have shape (B, T); got {tuple(policy_log_probs.shape)}")
+
+
+def _check_log_probs_and_mask(policy_log_probs, response_mask) -> torch.Tensor:
+    """Validate ``policy_log_probs`` (B, T) float and ``response_mask`` (B, T); return the mask as bool."""
+    _check_log_probs(policy_log_probs)
+    return _checks.check_bool_like("response_mask", response_mask, policy_log_probs.shape).to(policy_log_probs.device)
+
+
+def _check_accumulation(gradient_accumulation_steps) -> int:
+    k = gradient_accumulation_steps
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"`gradient_accumulation_steps` must be a positive integer; got {k!r}")
+    return k
+
+
+def sft_loss(policy_log_probs, response_mask, normalize_constant=1.0) -> torch.Tensor:
+    """Supervised fine-tuning loss: negative log-likelihood of the response tokens (minimise).
+
+    L = −1/B Σ_i masked_normalize(log π_i, m_i, c) = −1/B Σ_i Σ_t m_{i,t} log π_θ(y_{i,t}|x_i, y_{i,<t}) / c
+
+    With c = 1 this is the summed NLL per sequence, averaged over sequences; with c = N/B (the mean
+    number of response tokens per sequence in the batch) it equals the token mean −Σ m·log π / N.
+
+    Source: book eq. (sft); CS336 (2025) assignment 5, ``sft_microbatch_train_step``.
+
+    Args:
+        policy_log_probs: (B, T) log π_θ of the label tokens, nats, with grad.
+        response_mask: (B, T) bool, True on response (output) tokens; padding and prompt False.
+        normalize_constant: c > 0, in tokens (number or 0-d tensor, treated as a constant).
+    Returns:
+        0-d tensor, nats per c tokens.
+    Gradient:
+        through ``policy_log_probs``: −m_{i,t}/(B·c).
+    Raises:
+        ValueError: log-probs not a floating (B, T) tensor, mask shape differs, c ≤ 0.
+    Example:
+        >>> sft_loss(torch.tensor([[-1., -2.], [-3., -4.]]), torch.tensor([[True, True], [True, False]]), 2.0)
+        tensor(1.5000)
+    """
+    mask = _check_log_probs_and_mask(policy_log_probs, response_mask)
+    if policy_log_probs.shape[0] == 0:
+        raise ValueError("`policy_log_probs` has no rows (B = 0); expected shape (B, T) with B ≥ 1")
+    if isinstance(normalize_constant, torch.Tensor) and normalize_constant.numel() != 1:
+        raise ValueError(f"`normalize_constant` must be a number or a 0-d tensor; got shape {tuple(normalize_constant.shape)}")
+    if not 0 < float(normalize_constant) < float("inf"):
+        raise ValueError(f"`normalize_constant` must be a finite number > 0; got {float(normalize_constant)}")
+    # 1/B Σ_i (s_i / c) written as one masked sum over the batch divided by B·c: the same number,
+    # one rounding fewer, and with c = N/B exactly the token mean −Σ m·log π / N
+    return -masked_normalize(policy_log_probs, mask, normalize_constant * policy_log_probs.shape[0])
+
+
+def sft_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps: int,
+                              normalize_constant=1.0) -> tuple[torch.Tensor, dict]:
+    """One SFT micro-batch: ``sft_loss / gradient_accumulation_steps``, then ``backward()``.
+
+    loss = −1/(k·B) Σ_i Σ_t m_{i,t} log π_{i,t} / c,   k = ``gradient_accumulation_steps``
+
+    k calls on micro-batches of B/k sequences (same c) leave the same ``.grad`` as one call with
+    k = 1 on the B sequences. The caller zeroes the gradients and steps the optimiser.
+
+    Source: CS336 (2025) assignment 5, ``sft_microbatch_train_step``; book eq. (sft).
+
+    Args:
+        policy_log_probs: (B, T) log π_θ of the label tokens, nats, with grad.
+        response_mask: (B, T) bool, True on response tokens.
+        gradient_accumulation_steps: k ≥ 1, micro-batches per optimiser step.
+        normalize_constant: c > 0, in tokens (see :func:`sft_loss`).
+    Returns:
+        ``(loss, metadata)``: the scaled 0-d loss (still attached to the graph; log it with
+        ``.item()``) and ``{"unscaled_loss": 0-d detached, "num_response_tokens": 0-d long}``.
+    Gradient:
+        accumulated into the leaves of ``policy_log_probs``' graph: −m_{i,t}/(k·B·c) per log-prob.
+    Raises:
+        ValueError: bad shapes (named), k not a positive integer, c ≤ 0.
+    """
+    k = _check_accumulation(gradient_accumulation_steps)
+    unscaled = sft_loss(policy_log_probs, response_mask, normalize_constant)
+    loss = unscaled / k
+    loss.backward()
+    mask = _checks.check_bool_like("response_mask", response_mask)
+    return loss, {"unscaled_loss": unscaled.detach(), "num_response_tokens": mask.sum()}
+
+
+def _per_sequence(name, x, log_probs):
+    """``x`` as a float tensor on log_probs' device; a 1-D (B,) vector becomes (B, 1)."""
+    x = _checks.as_float_tensor(name, x, dtype=log_probs.dtype).to(log_probs.device)
+    if x.dim() == 1 and x.shape[0] == log_probs.shape[0]:
+        x = x[:, None]
+    try:
+        ok = torch.broadcast_shapes(x.shape, log_probs.shape) == log_probs.shape
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"`{name}` must have shape (B, 1) (or (B,) or (B, T)) for `policy_log_probs` "
+                         f"{tuple(log_probs.shape)}; got {tuple(x.shape)}")
+    return x
+
+
+def _clip_band(cliprange) -> tuple[float, float]:
+    """``cliprange`` ε or (ε_low, ε_high) -> (ε_low, ε_high)."""
+    if isinstance(cliprange, (tuple, list)):
+        if len(cliprange) != 2:
+            raise ValueError(f"`cliprange` must be ε or a pair (ε_low, ε_high); got {cliprange!r}")
+        return float(cliprange[0]), float(cliprange[1])
+    return float(cliprange), float(cliprange)
+
+
+def policy_gradient_loss(policy_log_probs, loss_type: str, raw_rewards=None, advantages=None,
+                         old_log_probs=None, cliprange=None) -> tuple[torch.Tensor, dict]:
+    """Per-token policy-gradient loss of one of the standard kinds (minimise; unreduced).
+
+    no_baseline:              ℓ_t = −R · log π_θ(o_t)            (REINFORCE, raw reward)
+    reinforce_with_baseline:  ℓ_t = −Â · log π_θ(o_t)            (e.g. Â = group-normalised reward)
+    grpo_clip:                ℓ_t = −min(ρ_t Â, clip(ρ_t, 1−ε_low, 1+ε_high) Â),  ρ_t = π_θ/π_old
+    cispo:                    ℓ_t = −sg(clip(ρ_t, 1−ε_low, 1+ε_high)) Â log π_θ(o_t)
+
+    The first two are :func:`rlbook.reinforce_loss`, "grpo_clip" is
+    :func:`rlbook.clipped_surrogate_loss` and "cispo" :func:`rlbook.cispo_loss`; this function
+    only dispatches and checks that the arguments a type needs are there.
+
+    Source: CS336 (2025) assignment 5, ``compute_policy_gradient_loss``; Williams 1992, eq. 11;
+    Schulman et al. 2017, arXiv:1707.06347, eq. 7; Shao et al. 2024, arXiv:2402.03300, eq. 21;
+    MiniMax 2025, arXiv:2506.13585 (CISPO).
+
+    Args:
+        policy_log_probs: (B, T) log π_θ of the sampled tokens, nats, with grad.
+        loss_type: a key of ``POLICY_GRADIENT_LOSS_TYPES``.
+        raw_rewards: (B, 1) or (B,) rewards; needed for "no_baseline".
+        advantages: (B, 1), (B,) or (B, T); needed by every other type.
+        old_log_probs: (B, T) log π_old, nats; needed for "grpo_clip" and "cispo".
+        cliprange: ε, or (ε_low, ε_high) for an asymmetric band; needed for "grpo_clip", "cispo".
+    Returns:
+        ``(per_token_loss (B, T), metadata)``; for "grpo_clip" metadata holds ``ratio`` (B, T) and
+        ``clipped`` (B, T) bool (the clip zeroes that token's gradient, :func:`rlbook.clip_region`);
+        for "cispo" ``ratio`` and ``weight_clipped`` (ρ outside the band). Detached.
+    Gradient:
+        through ``policy_log_probs`` only; rewards, advantages and old log-probs are constants.
+    Raises:
+        ValueError: unknown ``loss_type``; a needed argument is None (named); a shape that does
+            not fit (B, T); ε out of range.
+    """
+    if loss_type not in POLICY_GRADIENT_LOSS_TYPES:
+        raise ValueError(f"`loss_type` must be one of {sorted(POLICY_GRADIENT_LOSS_TYPES)}; got {loss_type!r}")
+    given = {"raw_rewards": raw_rewards, "advantages": advantages, "old_log_probs": old_log_probs, "cliprange": cliprange}
+    for name in POLICY_GRADIENT_LOSS_TYPES[loss_type]:
+        if given[name] is None:
+            raise ValueError(f"`{name}` is required for loss_type={loss_type!r}")
+    _check_log_probs(policy_log_probs)
+    if loss_type == "no_baseline":
+        return reinforce_loss(policy_log_probs, _per_sequence("raw_rewards", raw_rewards, policy_log_probs)), {}
+    advantages = _per_sequence("advantages", advantages, policy_log_probs)
+    if loss_type == "reinforce_with_baseline":
+        return reinforce_loss(policy_log_probs, advantages), {}
+    if not isinstance(old_log_probs, torch.Tensor) or tuple(old_log_probs.shape) != tuple(policy_log_probs.shape):
+        shape = tuple(old_log_probs.shape) if isinstance(old_log_probs, torch.Tensor) else type(old_log_probs).__name__
+        raise ValueError(f"`old_log_probs` must be a tensor of the shape of `policy_log_probs` "
+                         f"{tuple(policy_log_probs.shape)}; got {shape}")
+    low, high = _clip_band(cliprange)
+    loss_fn = clipped_surrogate_loss if loss_type == "grpo_clip" else cispo_loss
+    per_token = loss_fn(policy_log_probs, old_log_probs, advantages, clip_eps_low=low, clip_eps_high=high)
+    with torch.no_grad():
+        ratio = torch.exp(policy_log_probs.detach() - old_log_probs)
+        if loss_type == "grpo_clip":
+            metadata = {"ratio": ratio, "clipped": clip_region(ratio, advantages.expand_as(ratio), low, high)}
+        else:
+            metadata = {"ratio": ratio, "weight_clipped": (ratio < 1.0 - low) | (ratio > 1.0 + high)}
+    return per_token, metadata
+
+
+def _aggregation_fn(aggregation):
+    if callable(aggregation):
+        return aggregation
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"`aggregation` must be one of {sorted(AGGREGATIONS)} or a callable(loss, mask); got {aggregation!r}")
+    if aggregation == "fixed_length_mean":
+        return lambda loss, mask: fixed_length_mean(loss, mask, max_length=loss.shape[-1])
+    return AGGREGATIONS[aggregation]
+
+
+def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps: int, loss_type: str,
+                               raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None, *,
+                               aggregation=seq_mean_token_mean, ref_log_probs=None,
+                               kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
+    """One policy-gradient micro-batch: per-token loss (+ β·k3), aggregate, ``/ k``, ``backward()``.
+
+    L = agg_{i,t}( ℓ_{i,t} + β·k3_{i,t} ) / k,   ℓ from :func:`policy_gradient_loss`
+
+    With the default ``aggregation`` (:func:`rlbook.seq_mean_token_mean`) this is GRPO's loss: the
+    masked mean over each sequence's response tokens, then the mean over the B sequences. A row with
+    no response token contributes 0 and still counts in B (the course's ``masked_mean(·, dim=-1)
+    .mean()`` would return NaN there). k micro-batches of B/k sequences then leave the gradient of
+    one batch of B. ``aggregation`` may be any callable(loss (B, T), mask (B, T)) -> 0-d, e.g. DAPO's
+    token mean or Dr. GRPO's fixed-length mean; a name in ``rl.AGGREGATIONS`` also works
+    ("fixed_length_mean" by name uses L_max = T).
+
+    Source: CS336 (2025) assignment 5, ``grpo_microbatch_train_step``; Shao et al. 2024
+    (DeepSeekMath), arXiv:2402.03300, eq. 21 (aggregation and the β·k3 term, their eq. 4).
+
+    Args:
+        policy_log_probs: (B, T) log π_θ, nats, with grad.
+        response_mask: (B, T) bool, True on response tokens.
+        gradient_accumulation_steps: k ≥ 1.
+        loss_type, raw_rewards, advantages, old_log_probs, cliprange: as :func:`policy_gradient_loss`.
+        aggregation: callable(loss, mask) -> 0-d tensor, or a name in ``rl.AGGREGATIONS``.
+        ref_log_probs: (B, T) log π_ref, nats (no grad); needed when ``kl_coef`` > 0.
+        kl_coef: β ≥ 0 of the per-token k3 penalty KL(π_θ ‖ π_ref).
+    Returns:
+        ``(loss, metadata)``: the scaled 0-d loss, and the metadata of
+        :func:`policy_gradient_loss` plus ``per_token_loss`` (B, T) (detached, β·k3 included).
+    Gradient:
+        accumulated into the leaves of ``policy_log_probs``' graph (``backward()`` is called).
+    Raises:
+        ValueError: as :func:`policy_gradient_loss`; mask shape; k; kl_coef < 0 or > 0 without
+            ``ref_log_probs``; an unknown aggregation name; a micro-batch whose mask has no True
+            element at all (raised by the aggregation, naming ``completion_mask``).
+    """
+    k = _check_accumulation(gradient_accumulation_steps)
+    mask = _check_log_probs_and_mask(policy_log_probs, response_mask)
+    aggregate = _aggregation_fn(aggregation)
+    _checks.check_in_range("kl_coef", kl_coef, 0.0)
+    if kl_coef and ref_log_probs is None:
+        raise ValueError("`ref_log_probs` is required when `kl_coef` > 0")
+    per_token, metadata = policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages, old_log_probs, cliprange)
+    if kl_coef:
+        per_token = per_token + kl_coef * kl_k3(policy_log_probs, ref_log_probs)
+    loss = aggregate(per_token, mask) / k
+    loss.backward()
+    return loss, {**metadata, "per_token_loss": per_token.detach()}

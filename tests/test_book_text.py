@@ -1,0 +1,138 @@
+"""The book's text check: references resolve, no internal working notes, no TODOs, and every
+number the prose takes from a computation is backed by an ``rl.claim`` next to it.
+
+Conventions it enforces (README, "For contributors"):
+* "chapter N", "chapters N–M", "ch. N" and "§N" / "§N.M" / "section N.M" refer to this book and
+  must name a chapter notebook / a numbered heading ("## N.M Title") that exists. A paper's
+  sections are cited as "Sec. N.M" of the paper, so they are not mistaken for the book's.
+* Internal source material is never named in the product (only public papers are cited).
+* ``rl.claim("words", ...)`` quotes words that appear in a markdown cell above it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHAPTERS = {int(p.name[:2]) for p in NOTEBOOKS}
+
+INTERNAL = re.compile(r"FIELD[-_ ]NOTES|field notes|the seed.s worked|\bseeds? ?0\d\d\b|seed tables|\bseed (?:doc|document)s?\b|"
+                      r"\bshared/(?:seeds|STYLE|FIELD)|\.\./shared\b|STYLE\.md", re.IGNORECASE)
+TODO = re.compile(r"\b(?:TODO|FIXME|XXX)\b")
+CHAPTER_REF = re.compile(r"\b(?:[Cc]hapters?|[Cc]h\.)\s*(\d+)(?:\s*(?:[–-]|and|to)\s*(\d+))?")
+SECTION_REF = re.compile(r"(?:§\s?|\b[Ss]ections?\s+)(\d+)(?:\.(\d+))?(?![\d.]*\d)")
+HEADING = re.compile(r"^#{1,3}\s+(\d+)\.(\d+)?\s", re.MULTILINE)
+
+
+def _cells(path: Path):
+    return nbformat.read(path, as_version=4).cells
+
+
+def _sections() -> set[tuple[int, int | None]]:
+    found = set()
+    for path in NOTEBOOKS:
+        chapter = int(path.name[:2])
+        found.add((chapter, None))
+        for cell in _cells(path):
+            if cell.cell_type == "markdown":
+                for major, minor in HEADING.findall(cell.source):
+                    if minor and int(major) == chapter:
+                        found.add((chapter, int(minor)))
+    return found
+
+
+def _text_of(cell) -> str:
+    text = cell.source
+    for out in cell.get("outputs", []):
+        text += "\n" + str(out.get("text", "")) + "\n" + str(out.get("data", {}).get("text/plain", ""))
+    return text
+
+
+def _library_and_readme() -> list[Path]:
+    return sorted((ROOT / "rlbook").rglob("*.py")) + [ROOT / "README.md"] + sorted((ROOT / "benchmarks").glob("*.py"))
+
+
+def _bad_refs(text: str, sections) -> list[str]:
+    bad = []
+    for m in CHAPTER_REF.finditer(text):
+        for n in filter(None, m.groups()):
+            if int(n) not in CHAPTERS:
+                bad.append(m.group(0))
+    for m in SECTION_REF.finditer(text):
+        major, minor = int(m.group(1)), (int(m.group(2)) if m.group(2) else None)
+        if (major, minor) not in sections:
+            bad.append(m.group(0))
+    return bad
+
+
+def test_there_are_chapters():
+    assert len(NOTEBOOKS) >= 9
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_chapter_text(path):
+    sections = _sections()
+    problems = []
+    for i, cell in enumerate(_cells(path)):
+        text = _text_of(cell)
+        problems += [f"cell {i}: internal material named: {m.group(0)!r}" for m in INTERNAL.finditer(text)]
+        problems += [f"cell {i}: leftover {m.group(0)}" for m in TODO.finditer(cell.source)]
+        if cell.cell_type == "markdown":
+            problems += [f"cell {i}: reference to a missing chapter/section: {r!r}" for r in _bad_refs(cell.source, sections)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_claims_quote_the_text_above_them(path):
+    markdown_so_far = ""
+    problems = []
+    for i, cell in enumerate(_cells(path)):
+        if cell.cell_type == "markdown":
+            markdown_so_far += "\n" + cell.source
+            continue
+        try:
+            tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "claim"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                quote = " ".join(str(node.args[0].value).split())
+                if quote not in " ".join(markdown_so_far.split()):
+                    problems.append(f"cell {i}: rl.claim quotes {quote!r}, which no markdown cell above says")
+    assert not problems, "\n".join(problems)
+
+
+def test_library_readme_and_benchmarks_name_no_internal_material():
+    problems = []
+    for path in _library_and_readme():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if INTERNAL.search(line) or TODO.search(line):
+                problems.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not problems, "\n".join(problems)
+
+
+def test_library_chapter_references_resolve():
+    problems = []
+    for path in sorted((ROOT / "rlbook").rglob("*.py")) + [ROOT / "README.md"]:
+        text = path.read_text(encoding="utf-8")
+        problems += [f"{path.relative_to(ROOT)}: {m.group(0)!r}" for m in CHAPTER_REF.finditer(text)
+                     if any(int(n) not in CHAPTERS for n in filter(None, m.groups()))]
+    assert not problems, "\n".join(problems)
+
+
+# --- the checker checks itself -----------------------------------------------------------------
+
+def test_the_patterns_catch_what_they_should():
+    sections = {(3, None), (3, 2), (9, None), (9, 6)}
+    assert _bad_refs("see chapter 11 and §9.7", sections) == ["chapter 11", "§9.7"]
+    assert _bad_refs("see §9.6, section 3.2 and Sec. 4.1.2 of the paper", sections) == []
+    assert INTERNAL.search("as in the FIELD-NOTES") and INTERNAL.search("seed 002 Part 4")
+    assert not INTERNAL.search("rl.seed_everything(0); seed 0, 1 and 2")
+    assert TODO.search("# TODO: fix") and not TODO.search("todos")
