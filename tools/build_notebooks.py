@@ -32,7 +32,8 @@ def build(src: Path, timeout: int = 900) -> float:
     nb.metadata.pop("jupytext", None)
     os.environ["RLBOOK_SIZE"] = "small"
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(OUT)}}).execute()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                   resources={"metadata": {"path": str(OUT)}}).execute()
     seconds = time.perf_counter() - start
     for cell in nb.cells:  # drop volatile metadata so diffs stay small
         cell.metadata.pop("execution", None)

@@ -11,7 +11,8 @@
 #   computed by enumerating every trajectory;
 # * predict how the error of a Monte Carlo gradient shrinks with the number of samples: like $1/\sqrt N$.
 #
-# **Prerequisites.** Chapter 1 (policy, trajectory, $J(\theta)$); the chain rule; expectations.
+# **Prerequisites.** Chapter 1 (policy, trajectory, $J(\theta)$; for §2.5 also the advantage $A^\pi$ of §1.6);
+# the chain rule; expectations.
 #
 # **The problem.** $J(\theta) = \mathbb E_{\tau\sim p_\theta}[R(\tau)]$. The parameters sit *inside the
 # sampling distribution*, and the reward is a black box (a physics simulator, a unit test, a human). We
@@ -148,7 +149,7 @@ assert ((estimate - grad_exact).abs() < 4 * sem).all()
 # This is the **policy-gradient theorem** in its REINFORCE form (Williams, 1992). Every term is
 # computable from a sampled episode: the log-probabilities of the actions we took, and the return we got.
 # An equivalent form (Sutton et al., 2000) sums over states and actions with the discounted state
-# occupancy $\rho_\pi$ and the advantage $A^\pi$:
+# occupancy $\rho_\pi(s) = \sum_t \gamma^t\,\Pr(s_t = s)$ and the advantage $A^\pi$ of §1.6:
 # $\nabla_\theta J = \sum_s \rho_\pi(s)\sum_a \pi(a\mid s)\,\nabla_\theta\log\pi(a\mid s)\,A^\pi(s,a)$. With tabular softmax
 # logits $\theta_{s,a}$ that is $\partial J/\partial\theta_{s,a} = \rho_\pi(s)\,\pi(a\mid s)\,A^\pi(s,a)$ (for an infinite horizon).
 #
@@ -185,7 +186,8 @@ for name, g in [("enumeration, R(τ)", g_enum_total), ("enumeration, rewards-to-
     assert torch.allclose(g, g_autograd, atol=1e-12)
 
 # %% [markdown]
-# All four agree to ~$10^{-16}$: the theorem is not an approximation. What *is* approximate is using a
+# All four agree to machine precision (the check allows $10^{-12}$; the largest difference is printed at the
+# end of the chapter): the theorem is not an approximation. What *is* approximate is using a
 # few sampled trajectories instead of all of them.
 #
 # ## 2.6 Monte Carlo error shrinks like $1/\sqrt N$
@@ -228,6 +230,8 @@ fig, ax = plt.subplots(figsize=(5, 3.2), dpi=80)
 rl.plot_mc_error(Ns, rmse["R(τ)"], ax=ax, label="REINFORCE with R(τ)")
 ax.loglog(Ns, rmse["rewards-to-go"], "s-", label="with rewards-to-go")
 ax.legend(fontsize=8)
+ax.set_xlabel("episodes per estimate N")
+ax.set_ylabel("root-mean-square error")
 ax.set_title("error of the score-function gradient estimate");
 
 # %% [markdown]
@@ -302,3 +306,115 @@ rl.report_headline(f"policy-gradient theorem exact to {max((g - g_autograd).abs(
 # 6. *(Think.)* The estimator (2.5) multiplies *every* action's score by the *whole* return, including rewards
 #    received before the action. Argue that the past rewards contribute zero in expectation, but not zero in
 #    each sample.
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 1
+#
+# (2.2) in code: a one-hot row for the sampled action minus the softmax probabilities.
+
+# %% tags=["solution"]
+def my_softmax_score(logits, actions):
+    """(B, A): ∇_z log softmax(z)[a] = onehot(a) − softmax(z), row by row."""
+    onehot = torch.nn.functional.one_hot(actions, logits.shape[-1]).to(logits.dtype)
+    return onehot - torch.softmax(logits, dim=-1)
+
+
+rl.exercises.check("softmax_score", my_softmax_score);
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 2
+#
+# Per dimension, $\log\pi(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \tfrac12\log 2\pi$. Differentiating in
+# $\mu$ gives $(a-\mu)/\sigma^2$. Write $\ell = \log\sigma$, so $\sigma^{-2} = e^{-2\ell}$:
+# $\frac{\partial}{\partial\ell}\big[-\tfrac12(a-\mu)^2e^{-2\ell} - \ell\big] = (a-\mu)^2e^{-2\ell} - 1 = \frac{(a-\mu)^2}{\sigma^2} - 1$,
+# which is (2.6). Under $a\sim\mathcal N(\mu,\sigma^2)$, $(a-\mu)/\sigma$ is standard normal, so
+# $\mathbb E[(a-\mu)^2/\sigma^2] = 1$ and the $\log\sigma$ score has mean $1 - 1 = 0$; the $\mu$ score has mean 0 by
+# symmetry. The cell checks both by sampling.
+
+# %% tags=["solution"]
+gen_ex = torch.Generator().manual_seed(3)
+mu_ex, log_std_ex = torch.tensor([0.5]), torch.tensor([-0.3])
+a_ex = mu_ex + log_std_ex.exp() * torch.randn(100_000, 1, generator=gen_ex)
+for name, sc in zip(["∂/∂μ", "∂/∂logσ"], rl.gaussian_score(mu_ex, log_std_ex, a_ex)):
+    z_ex = float(sc.mean() / (sc.std() / len(sc) ** 0.5))
+    print(f"mean of the {name} score: {float(sc.mean()):+.4f}  ({z_ex:+.2f} standard errors from 0)")
+    assert abs(z_ex) < 4
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 3
+#
+# By (2.4) the component of arm $a$ is $\pi(a)\,(\bar r(a) - J)$: how much better than average the arm is,
+# *times how often it is played*. With $\pi = [0.5, 0.3, 0.2]$ and $\bar r = [1, 0, 0.5]$, $J = 0.6$ and
+# $\nabla J = [0.2, -0.18, -0.02]$: arm A has the largest component, and it is also the best arm, but arm B is
+# close behind with a *negative* component. With $\pi = [0.05, 0.9, 0.05]$, $J = 0.075$ and
+# $\nabla J = [0.04625, -0.0675, 0.02125]$: the largest component (in size) now belongs to the *worst* arm B,
+# pushed down because it is played 90% of the time; the best arm A is rarely sampled, so its logit moves
+# slowly. Policy gradients act on what the policy does, which is why a policy stuck on a bad action can be
+# slow to discover a good one.
+
+# %% tags=["solution"]
+# NBVAL_CHECK_OUTPUT
+for pi_ex in ([0.5, 0.3, 0.2], [0.05, 0.9, 0.05]):
+    z_ex = rl.SoftmaxBandit.logits_from_probs(torch.tensor(pi_ex))
+    print(f"π = {pi_ex}: J = {float(bandit.expected_return(z_ex)):.4f}, ∇J = {bandit.exact_gradient(z_ex).numpy().round(5)}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 4
+#
+# The variance is a quadratic in $b$, and the grid minimum lands on `exact_optimal_baseline` (up to the grid
+# spacing). It is *not* the mean reward $J$: the optimal constant weights each arm's reward by the squared
+# norm of its score, $\|\mathbf 1_a - \pi\|^2$, which is largest for rarely played arms (the derivation is
+# exercise 2 of Chapter 3).
+
+# %% tags=["solution"]
+# NBVAL_CHECK_OUTPUT
+b_grid = torch.linspace(-1.0, 2.0, 3001)
+variances = torch.stack([bandit.estimator_variance(z, baseline=float(b)) for b in b_grid])
+b_best = float(b_grid[variances.argmin()])
+b_star = float(bandit.exact_optimal_baseline(z))
+print(f"grid minimum b = {b_best:.3f};  exact b* = {b_star:.3f};  J = {float(bandit.expected_return(z)):.3f}")
+assert abs(b_best - b_star) < 2e-3
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 5
+#
+# With `horizon=None` the exact $J$ comes from the linear solve (1.15), so autograd through it still works, and
+# so does the occupancy × advantage form (the occupancy is another linear solve). Enumeration does not:
+# without a horizon, episodes that wander left and right have no maximum length, so there are infinitely many
+# trajectories, and `enumerate_trajectories` refuses. (The rewards-to-go enumeration fails for the same
+# reason.)
+
+# %% tags=["solution"]
+# NBVAL_CHECK_OUTPUT
+mdp_inf = rl.TabularMDP.chain(length=4, gamma=0.9, horizon=None)
+theta_inf = logits_mdp.clone().requires_grad_(True)
+(g_inf,) = torch.autograd.grad(mdp_inf.expected_return(theta_inf), theta_inf)
+print("autograd == occupancy × advantage (to 1e-12):",
+      torch.allclose(g_inf, mdp_inf.policy_gradient_theorem(logits_mdp), atol=1e-12))
+try:
+    mdp_inf.exact_policy_gradient(logits_mdp)
+except ValueError as err:
+    print("enumeration:", err)
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 6
+#
+# Split $R(\tau) = \sum_{t'<t}\gamma^{t'}r_{t'} + \sum_{t'\ge t}\gamma^{t'}r_{t'}$ in the term of action $a_t$. The
+# rewards before $t$ are fixed once we know the history up to $s_t$, and given that history
+# $\mathbb E_{a_t}[\nabla\log\pi(a_t\mid s_t)] = 0$ by (2.3); so each past reward contributes zero in
+# expectation (this is (3.3) in Chapter 3). In a single episode, though, the score of the sampled $a_t$ is not
+# zero, and multiplying it by the past rewards adds a random term: pure noise. The cell computes this "past
+# rewards" part of every trajectory's estimate on the corridor MDP of §2.5: its probability-weighted mean is
+# 0, its mean squared norm is not.
+
+# %% tags=["solution"]
+# NBVAL_CHECK_OUTPUT
+past = mdp.trajectory_gradients(logits_mdp, trajs, "total") - mdp.trajectory_gradients(logits_mdp, trajs, "rewards_to_go")
+mean_past = torch.einsum("n,nsa->sa", probs_tau, past)
+print(f"past-rewards term: E[·] == 0 (to 1e-12): {float(mean_past.abs().max()) < 1e-12};  "
+      f"E‖·‖² = {float((probs_tau * (past ** 2).sum((1, 2))).sum()):.4f}")
+assert float(mean_past.abs().max()) < 1e-12
+

@@ -11,8 +11,8 @@
 # * measure, on a small MDP where every true value is known exactly, how $\lambda$ and $n$ trade bias
 #   against variance.
 #
-# **Prerequisites.** Chapter 1 (returns, $V^\pi$, $Q^\pi$), chapters 2–3 (the policy gradient and
-# baselines).
+# **Prerequisites.** Returns, the value functions $V^\pi$, $Q^\pi$, $A^\pi$, the Bellman equations and
+# TD(0) (§1.6–§1.8); chapters 2–3 (the policy gradient and baselines).
 #
 # **The problem.** The policy gradient $\nabla J = \mathbb E\big[\sum_t \gamma^t A^\pi(s_t,a_t)\,\nabla\log\pi(a_t|s_t)\big]$
 # needs, for each action taken, a number saying *how much better than usual* that action was. The true
@@ -220,13 +220,14 @@ def bias2_and_variance(estimates, t=0):
 
 print(f"episodes terminated within T: {float(terminated.any(1).double().mean()):.2f}, "
       f"mean length {float(alive.sum(1).double().mean()):.1f} steps; V^π ranges {V_true[:6].min():.2f}..{V_true[:6].max():.2f}")
+rl.claim("about 70% of episodes", terminated.any(1).double().mean(), 0.7, abs=0.03)
 
 # %% [markdown]
 # **With the exact critic every estimator is unbiased** — (4.2) for $\lambda = 0$, and (4.4) is a sum of
 # such terms, each with conditional mean $\gamma^l\,\mathbb E[A^\pi(s_{t+l},a_{t+l})] = 0$ for $l \ge 1$. We check it:
 # for every $\lambda$, every $(s_0,a_0)$ pair's mean return lies within 4 standard errors of $Q^\pi$. We
-# test only pairs seen at least 300 times: in a group of 19 rollouts the 3% chance of terminating may
-# never occur, and then the sample variance misses exactly the outcome that moves the mean.
+# test only pairs seen at least 300 times: among a few dozen rollouts the 3% chance of terminating
+# may never occur, and then the sample variance misses exactly the outcome that moves the mean.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -249,6 +250,7 @@ assert max(worst_z.values()) < 4
 # %%
 sigma = 2.0
 critic = V_true + sigma * torch.randn(S, generator=torch.Generator().manual_seed(3))
+rl.claim("about 40% of $V^\\pi$", sigma / V_true[:6].mean(), 0.4, rel=0.15)
 values, next_values = rollout_values(critic)
 lambdas = [0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 1.0]
 ns = [1, 2, 3, 5, 8, 12, 20, 40]
@@ -282,15 +284,16 @@ ax.plot(b2n, vn, "s--", label="n-step: n = 1 (right) ... 40 (left)")
 for n, x, y in zip(ns, b2n, vn):
     if n in (1, 3, 40):
         ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(5, -10), fontsize=8)
-ax.set_xlabel("bias²")
+ax.set_xlabel("squared bias")
 ax.set_ylabel("variance")
 ax.set_title("estimating Q(s0, a0) with a noisy critic", fontsize=9)
 ax.legend(fontsize=8)
 ax = axes[1]
-ax.plot(lambdas, b2, label="bias²")
+ax.plot(lambdas, b2, label="squared bias")
 ax.plot(lambdas, v, label="variance")
-ax.plot(lambdas, b2 + v, "k", lw=2, label="MSE")
-ax.set_xlabel("λ")
+ax.plot(lambdas, b2 + v, "k", lw=2, label="mean squared error")
+ax.set_xlabel("GAE λ")
+ax.set_ylabel("squared error of the estimate")
 ax.set_title(f"GAE, γ = 0.95, critic error σ = {sigma:g}", fontsize=9)
 ax.legend(fontsize=8)
 fig.tight_layout();
@@ -335,7 +338,8 @@ ax.plot(err_right, label="truncated: bootstrap V(s_T)")
 ax.plot(err_wrong, label="truncated treated as terminated")
 ax.axhline(0, color="k", lw=0.5)
 ax.set_xlabel("time step t in the rollout")
-ax.set_ylabel("mean error of R̂_t")
+ax.set_ylabel("mean error of the return estimate R̂_t")
+ax.set_title("GAE λ = 0.95 with the exact critic", fontsize=9)
 ax.legend(fontsize=8);
 
 # %%
@@ -343,6 +347,10 @@ ax.legend(fontsize=8);
 print(f"mean error at t = T-1: correct {err_right[-1]:+.2f}, truncation-as-termination {err_wrong[-1]:+.2f}")
 print(f"max |mean error| over t, correct handling < 0.1: {bool(np.abs(err_right).max() < 0.1)}")
 assert np.abs(err_right).max() < 0.1 and err_wrong[-1] < -3
+
+# %%
+rl.claim("by almost the full $V^\\pi\\approx 5$", -err_wrong[-1], float(V_true[:6].mean()), rel=0.15)
+rl.claim("$V^\\pi\\approx 5$", V_true[:6].mean(), 5.0, rel=0.15);
 
 # %%
 mse = {k: sum(v) for k, v in gae_stats.items()}
@@ -374,3 +382,116 @@ rl.report_headline(f"noisy critic: GAE λ={best_lam} MSE {mse[best_lam]:.2f} vs 
 #    gradient it gives has the same expectation for every $c$ (chapter 3's baseline argument).
 # 5. Implement `my_gae` with a Python loop over $t$ that carries `terminated` and `truncated` separately,
 #    and compare it with `rl.gae` on the rollouts of §4.6 (use `torch.testing.assert_close`).
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 1
+#
+# By (4.3), $\hat A^{(n)}_t = \sum_{l<n}\gamma^l\delta_{t+l}$. Substituting and exchanging the sums,
+# $\delta_{t+l}$ appears in every $\hat A^{(n)}$ with $n > l$, so its total weight is
+# $(1-\lambda)\sum_{n>l}\lambda^{n-1}\,\gamma^l = (1-\lambda)\frac{\lambda^l}{1-\lambda}\gamma^l = (\gamma\lambda)^l$.
+#
+# If the episode terminates after $k$ more steps ($s_{t+k}$ terminal), every $\hat A^{(n)}$ with $n \ge k$
+# is the same Monte Carlo advantage $\hat A^{(k)}_t$, so the weights of all those $n$ pile up on it:
+# $\hat A_t = \sum_{n=1}^{k-1}(1-\lambda)\lambda^{n-1}\hat A^{(n)}_t + \lambda^{k-1}\hat A^{(k)}_t$, which
+# equals $\sum_{l<k}(\gamma\lambda)^l\delta_{t+l}$: the same formula with the sum cut at the end of the
+# episode, which is what the recursion (4.5) computes when it stops at `terminated`. A numerical check
+# on one episode of $k = 6$ steps:
+
+# %% tags=["solution"]
+gen_s = torch.Generator().manual_seed(0)
+k, gamma_s, lam_s = 6, 0.9, 0.7
+values_s = torch.randn(k + 1, generator=gen_s)  # V(s_0) ... V(s_k); V(s_k) is ignored: s_k is terminal
+ep = dict(rewards=torch.randn(k, generator=gen_s), values=values_s[:-1], next_values=values_s[1:],
+          terminated=torch.arange(k) == k - 1, truncated=torch.zeros(k, dtype=torch.bool))
+n_step_adv = [rl.n_step_returns(**ep, gamma=gamma_s, n=n)[0] - ep["values"][0] for n in range(1, k + 1)]
+mixture = sum((1 - lam_s) * lam_s ** (n - 1) * n_step_adv[n - 1] for n in range(1, k)) + lam_s ** (k - 1) * n_step_adv[k - 1]
+print(f"weighted n-step mixture {float(mixture):.6f}  |  GAE recursion {float(rl.gae(**ep, gamma=gamma_s, gae_lambda=lam_s)[0][0]):.6f}")
+assert torch.allclose(mixture, rl.gae(**ep, gamma=gamma_s, gae_lambda=lam_s)[0][0])
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 2
+#
+# A more accurate critic makes small $\lambda$ cheap (little bias to remove), so the best $\lambda$ moves
+# down; a worse critic makes bias expensive and moves it up, towards Monte Carlo. The variance curve
+# barely depends on $\sigma$ at large $\lambda$ (the critic is hardly consulted there), while the bias at
+# small $\lambda$ grows like $\sigma^2$.
+
+# %% tags=["solution"]
+eps_state = torch.randn(S, generator=torch.Generator().manual_seed(3))  # the same error pattern, rescaled
+for sigma_s in (0.5, 2.0, 5.0):
+    vals, next_vals = rollout_values(V_true + sigma_s * eps_state)
+    mse_s = {lam: sum(bias2_and_variance(rl.gae(rewards, vals, next_vals, terminated, truncated, 0.95, lam)[1])[:2])
+             for lam in (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 0.95, 1.0)}
+    best = min(mse_s, key=mse_s.get)
+    print(f"σ = {sigma_s}: best λ = {best} (MSE {mse_s[best]:.2f}; at λ=0 {mse_s[0.0]:.2f}, at λ=1 {mse_s[1.0]:.2f})")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 3
+#
+# At $\lambda = 0$ the return estimate is $\hat R_0 = r_0 + \gamma V(s_1)$, so its bias for a pair
+# $(s_0, a_0)$ is $\gamma\,\mathbb E[V(s_1) - V^\pi(s_1)]$ (on the 97% of steps that do not terminate): the
+# critic's error *averaged over the next state*. The systematic error $V = 0.8V^\pi$ has the same sign
+# everywhere, so nothing cancels, and the bias is $-0.2\gamma\cdot0.97\,\mathbb E[V^\pi(s_1)] \approx -1.0$
+# for every pair. Random errors of the same root-mean-square size cancel only as far as each pair's
+# next state is spread over several states. So the systematic bias is never the smaller one by
+# cancellation; in this MDP, where random errors cancel little, the two come out about the same size
+# (below). There is one difference in the systematic case's favour: because $V^\pi$ varies little
+# across states, $V(s_0) = 0.8V^\pi(s_0)$ is too low by about the same amount, so in the *advantage*
+# $\hat A_0 = \hat R_0 - V(s_0)$ the two errors nearly cancel.
+
+# %% tags=["solution"]
+def bias2_at_lambda0(critic_s):
+    vals, next_vals = rollout_values(critic_s)
+    return bias2_and_variance(rl.gae(rewards, vals, next_vals, terminated, truncated, 0.95, 0.0)[1])[0]
+
+
+systematic = 0.8 * V_true
+rms_error = float(((systematic - V_true)[:6] ** 2).mean().sqrt())
+random_same_size = V_true + rms_error * eps_state / float((eps_state[:6] ** 2).mean().sqrt())
+print(f"critic error (root mean square over states) {rms_error:.2f}: squared bias at λ=0 — "
+      f"systematic {bias2_at_lambda0(systematic):.3f}, random {bias2_at_lambda0(random_same_size):.3f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 4
+#
+# With $\lambda = 1$ and $V \equiv c$ the TD errors telescope: within an episode that terminates,
+# $\hat A_t = \sum_l \gamma^l r_{t+l} - c = G_t - c$; at a truncation the bootstrap adds
+# $\gamma^{m}c$ back ($m$ the steps to the cut). The policy gradient with this advantage is
+# $\mathbb E[(G_t - c)\nabla\log\pi(a_t|s_t)]$, and the $c$ term vanishes in expectation because
+# $\mathbb E_{a\sim\pi}[\nabla\log\pi(a|s)] = \sum_a \nabla\pi(a|s) = 0$ in every state: chapter 3's
+# baseline argument, with the constant $c$ as the baseline. Both facts in code:
+
+# %% tags=["solution"]
+adv_c0 = rl.gae(rewards, torch.zeros_like(values), torch.zeros_like(values), terminated, truncated, 0.95, 1.0)[0]
+adv_c10 = rl.gae(rewards, torch.full_like(values, 10.0), torch.full_like(values, 10.0), terminated, truncated, 0.95, 1.0)[0]
+in_terminated_episode = terminated.any(-1, keepdim=True) & alive.bool()  # each rollout row is one episode
+diff = (adv_c10 - adv_c0)[in_terminated_episode]
+print("Â(c=10) − Â(c=0) on the steps of terminated episodes: min", round(float(diff.min()), 6), "max", round(float(diff.max()), 6))
+expected_score = sum(probs[:, a:a + 1] * rl.softmax_score(probs.log(), torch.full((S,), a)) for a in range(A))
+print("E_a[∇ log π(a|s)] = 0 in every state:", bool(expected_score.abs().max() < 1e-12))
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 5
+#
+# Walk backwards with one running sum. The bootstrap is dropped only at `terminated`; the running sum
+# is reset at *either* end, since the next step belongs to another episode.
+
+# %% tags=["solution"]
+def my_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        delta = rewards[..., t] + gamma * (~terminated[..., t]) * next_values[..., t] - values[..., t]
+        running = delta + gamma * gae_lambda * (~(terminated[..., t] | truncated[..., t])) * running
+        advantages[..., t] = running
+    return advantages
+
+
+rl.exercises.check("gae", my_gae)
+values, next_values = rollout_values(critic)
+torch.testing.assert_close(my_gae(rewards, values, next_values, terminated, truncated, 0.95, 0.95),
+                           rl.gae(rewards, values, next_values, terminated, truncated, 0.95, 0.95)[0])
+print("my_gae == rl.gae on the rollouts of §4.6")

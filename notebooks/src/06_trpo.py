@@ -13,8 +13,8 @@
 #   a backtracking line search;
 # * train TRPO on CartPole and read its diagnostics.
 #
-# **Prerequisites.** Chapter 1 (returns, $V^\pi$, $Q^\pi$, $A^\pi$), chapter 3 (REINFORCE), chapter 4
-# (GAE), chapter 5 (importance sampling).
+# **Prerequisites.** Returns and the value functions $V^\pi$, $Q^\pi$, $A^\pi$ (§1.6–§1.8), chapter 3
+# (REINFORCE), chapter 4 (GAE), chapter 5 (importance sampling).
 #
 # **The problem.** A policy gradient tells us a *direction*. It says nothing about *how far* to go: a
 # step that is tiny in parameter space can change the policy a lot (a logit moving from 5 to 7 barely
@@ -126,7 +126,8 @@ ax.plot(ts, J_line, label="true return J")
 ax.plot(ts, L_line, "--", label="surrogate L (old states)")
 ax.axvline(0, color="gray", lw=0.5)
 ax.set_xlabel("step t along the normalised gradient")
-ax.set_ylabel("return")
+ax.set_ylabel("expected return")
+ax.set_title("the surrogate is tangent to J at t = 0", fontsize=9)
 ax.legend()
 fig.tight_layout();
 
@@ -163,7 +164,8 @@ print(f"smallest slack J - bound = {gaps.min():.4f};  median slack = {np.median(
 
 # %% [markdown]
 # The bound always holds — and is very loose: with $\gamma = 0.9$ the penalty coefficient is
-# $C \approx 400\varepsilon$, so any KL worth talking about makes the bound useless. Steps that
+# $C = 4\gamma/(1-\gamma)^2\cdot\varepsilon = 360\,\varepsilon$ (here $\varepsilon$ is the largest
+# $|A^\pi|$, so $C$ is the number printed above), and any KL worth talking about makes the bound useless. Steps that
 # maximise $L - C\,D^{\max}_{\mathrm{KL}}$ would be minuscule. TRPO keeps the *shape* of the idea and
 # changes two things:
 #
@@ -259,7 +261,7 @@ def tabular_step(logits, natural, lr=1.0, max_kl=0.01):
 
 
 start = 3 * torch.randn(6, 3, generator=g, dtype=torch.float64)  # a confident, poor policy
-curves = {}
+curves, largest_kl = {}, {}
 for name, natural, lr in (("vanilla lr 1", False, 1.0), ("vanilla lr 10", False, 10.0), ("natural δ=0.01", True, 0.0)):
     logits, J_curve, kl_steps = start.clone(), [], []
     for _ in range(40):
@@ -267,6 +269,7 @@ for name, natural, lr in (("vanilla lr 1", False, 1.0), ("vanilla lr 10", False,
         logits, kl = tabular_step(logits, natural, lr)
         kl_steps.append(kl)
     curves[name] = J_curve
+    largest_kl[name] = max(kl_steps)
     print(f"{name:15s}: J after 0/10/20/40 steps = {J_curve[0]:.3f} / {J_curve[10]:.3f} / {J_curve[20]:.3f} / "
           f"{J_curve[-1]:.3f};  largest KL of a step {max(kl_steps):.3f}")
 
@@ -275,18 +278,29 @@ fig, ax = plt.subplots(figsize=(5, 3), dpi=80)
 for name, c in curves.items():
     ax.plot(c, label=name)
 ax.set_xlabel("update")
-ax.set_ylabel("J")
+ax.set_ylabel("expected return J")
+ax.set_title("exact-gradient steps on the tabular MDP", fontsize=9)
 ax.legend()
 fig.tight_layout();
 
 # %% [markdown]
 # A fixed learning rate is wrong twice: early on, where the gradient is large, its steps move the
-# policy a lot (KL per step up to ~1 nat for $\eta = 10$); on the plateau of a saturated softmax the
-# gradient is tiny and so are the steps. The natural step moves the policy by the same $\delta$ every
-# time — large logit changes where the softmax is saturated, small ones where it is sensitive — and
-# reaches the optimum in a fraction of the updates. (The true KL of a natural step is $\delta$ only to
-# second order — up to 0.014 here — and the last steps are smaller than $\delta$: once the policy is
-# nearly deterministic, $F$ is nearly zero and the damping $\lambda$ dominates.)
+# policy a lot (the largest step of $\eta = 10$ moves it by about half a nat, fifty times $\delta$); on
+# the plateau of a saturated softmax the gradient is tiny and so are the steps. The natural step moves
+# the policy by the same $\delta$ every time — large logit changes where the softmax is saturated, small
+# ones where it is sensitive — and after 40 updates it has reached a higher $J$ than either fixed
+# learning rate. (The true KL of a natural step is $\delta$ only to second order — up to 0.014 here —
+# and the last steps are smaller than $\delta$: once the policy is nearly deterministic, $F$ is nearly
+# zero and the damping $\lambda$ dominates.)
+
+# %%
+rl.claim("about half a nat", largest_kl["vanilla lr 10"], 0.5, rel=0.2)
+rl.claim("up to 0.014 here", largest_kl["natural δ=0.01"], 0.014, abs=0.002)
+rl.claim("a higher $J$ than either fixed learning rate",
+         curves["natural δ=0.01"][-1] - max(curves["vanilla lr 1"][-1], curves["vanilla lr 10"][-1]), low=0.0);
+
+# %% [markdown]
+#
 #
 # ## 6.6 Conjugate gradient: $F^{-1}g$ without $F$
 #
@@ -349,11 +363,13 @@ def at(theta, fn):
 
 grad_s = rl.flat_grad(surrogate(), policy)
 fvp_ls = lambda v: rl.fisher_vector_product(mean_kl, policy, v, damping=1e-3)  # noqa: E731
+underestimate = []  # true KL of the full step / its quadratic model
 for max_kl in (0.01, 0.1, 1.0):
     rl.set_flat_params(policy, theta_old)  # F is the Hessian of the KL at θ_old: evaluate it there
     step = rl.natural_gradient_step(grad_s, fvp_ls, max_kl, cg_iters=10)
     quad = 0.5 * float(step @ fvp_ls(step))
     true_kl = float(at(theta_old + step, mean_kl))
+    underestimate.append(true_kl / quad)
     new, accepted, backtracks = rl.backtracking_line_search(
         lambda th: at(th, surrogate), lambda th: at(th, mean_kl), theta_old, step, max_kl, float(grad_s @ step))
     print(f"max_kl {max_kl:4.2f}: quadratic model {quad:.3f}, true KL of the full step {true_kl:.3f} -> "
@@ -361,12 +377,19 @@ for max_kl in (0.01, 0.1, 1.0):
 rl.set_flat_params(policy, theta_old)
 
 # %% [markdown]
-# Here the quadratic model *underestimates* the true KL of the full step two- to three-fold, even at
+# Here the quadratic model *underestimates* the true KL of the full step two- to four-fold, even at
 # $\delta = 0.01$: with 16 states and 59 parameters $F$ has many tiny eigenvalues, the damping is small,
 # and the natural step moves far along directions the second-order model considers cheap. The line
 # search catches every one of these steps and halves it, after which the constraint holds. (In the
-# CartPole run below, with damping 0.1 and 1024 states per batch, the full step is almost always
-# accepted.)
+# CartPole run below, with damping 0.1 and 1024 states per batch, most updates accept the full step
+# without backtracking.)
+
+# %%
+rl.claim("two- to four-fold", min(underestimate), low=2.0)
+rl.claim("two- to four-fold", max(underestimate), high=4.5);
+
+# %% [markdown]
+#
 #
 # ## 6.8 The algorithm, and TRPO on CartPole
 #
@@ -395,26 +418,39 @@ assert steps_trpo is not None and steps_trpo <= 100_000
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3), dpi=80)
-axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.episode_returns, ".", alpha=0.3, label="episode")
-axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.rolling_returns(20), label="rolling 20")
+axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.episode_returns, ".", alpha=0.3, label="one episode")
+axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.rolling_returns(20), label="mean of the last 20")
 axes[0].axhline(475, color="gray", ls=":")
 axes[0].set_xlabel("env steps")
-axes[0].set_ylabel("return")
-axes[0].legend()
-axes[1].plot(hist_trpo["env_steps"], hist_trpo["kl"], label="KL after step")
-axes[1].axhline(cfg.max_kl, color="gray", ls=":", label="max_kl")
+axes[0].set_ylabel("episode return")
+axes[0].set_title("return", fontsize=9)
+axes[0].legend(fontsize=8)
+axes[1].plot(hist_trpo["env_steps"], hist_trpo["kl"], label="mean KL after the step")
+axes[1].axhline(cfg.max_kl, color="gray", ls=":", label="max_kl (δ)")
 axes[1].set_xlabel("env steps")
-axes[1].legend()
-axes[2].plot(hist_trpo["env_steps"], hist_trpo["expected_improvement"], label="predicted gᵀs")
+axes[1].set_ylabel("KL(π_old‖π_θ), nats")
+axes[1].set_title("size of each accepted step", fontsize=9)
+axes[1].legend(fontsize=8)
+axes[2].plot(hist_trpo["env_steps"], hist_trpo["expected_improvement"], label="predicted, gᵀs")
 axes[2].plot(hist_trpo["env_steps"], hist_trpo["surrogate_improvement"], label="realised")
 axes[2].set_xlabel("env steps")
-axes[2].legend()
+axes[2].set_ylabel("surrogate improvement")
+axes[2].set_title("predicted vs realised improvement", fontsize=9)
+axes[2].legend(fontsize=8)
 fig.tight_layout();
 
 # %% [markdown]
 # Every accepted step keeps the true KL under `max_kl` (middle), typically a little below: the
 # quadratic model of the KL slightly overestimates the true KL along these directions. The realised
 # improvement of the surrogate tracks the linear prediction $g^\top s$ (right).
+
+# %%
+accepted = hist_trpo["step_accepted"] > 0
+print(f"updates: {hist_trpo.num_updates}; accepted: {int(accepted.sum())}; "
+      f"accepted without backtracking: {int((hist_trpo['backtracks'] == 0).sum())}; "
+      f"largest KL of an accepted step: {hist_trpo['kl'][accepted].max():.4f} (max_kl {cfg.max_kl})")
+rl.claim("Every accepted step keeps the true KL under `max_kl`", hist_trpo["kl"][accepted].max(), high=cfg.max_kl)
+rl.claim("most updates accept the full step", float(np.mean(hist_trpo["backtracks"] == 0)), low=0.5);
 
 # %%
 rl.report_headline(f"TRPO (max_kl {cfg.max_kl}): CartPole rolling-20 return 475 after {steps_trpo:,} env steps (seed 0)")
@@ -451,3 +487,157 @@ rl.report_headline(f"TRPO (max_kl {cfg.max_kl}): CartPole rolling-20 return 475 
 #    is `cg_iters=1` (a Fisher-scaled vanilla gradient) still a trust-region method?
 # 6. **No line search.** Set `max_backtracks=1` and `max_kl=0.2`. How often is the step rejected, and
 #    what happens to learning?
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 1
+#
+# Sample trajectories of $\pi'$ (cut at 100 steps, where $\gamma^{100} \approx 3\cdot10^{-5}$ makes the
+# rest negligible), weight the *old* advantages by $\gamma^t$ and average. The standard error comes from
+# the spread across trajectories.
+
+# %% tags=["solution"]
+horizon = 100
+traj = mdp.sample_trajectories(pi_new, 4000, horizon=horizon, generator=11)
+discount = mdp.gamma ** torch.arange(horizon, dtype=torch.float64)
+per_trajectory = (discount * mdp.advantages(pi_old)[traj.states, traj.actions] * traj.mask).sum(-1)
+estimate, std_err = float(per_trajectory.mean()), float(per_trajectory.std()) / math.sqrt(len(per_trajectory))
+print(f"Monte Carlo {estimate:.4f} ± {std_err:.4f} (1 s.e.); exact J(new) − J(old) = {float(lhs):.4f}; "
+      f"within 4 s.e.: {abs(estimate - float(lhs)) < 4 * std_err}")
+assert abs(estimate - float(lhs)) < 4 * std_err
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 2
+#
+# Near the old policy the two changes agree (the surrogate is exact to first order); they part as the
+# KL grows. The disagreement $|(J - J_{\text{old}}) - (L - J_{\text{old}})| = |J - L|$ is
+# $\sum_s(\rho_{\pi'} - \rho_\pi)(s)\sum_a\pi'(a|s)A^\pi(s,a)$: it needs *both* a changed state
+# distribution and a new policy that prefers actions with non-zero old advantage, and both grow with the
+# KL, so it is largest at large KL, and among policies of similar KL, largest where the occupancy moved
+# most.
+
+# %% tags=["solution"]
+g2 = torch.Generator().manual_seed(21)
+rows2 = []
+for k in range(300):
+    cand = logits_old + [0.03, 0.1, 0.3, 1.0, 3.0][k % 5] * torch.randn(6, 3, generator=g2, dtype=torch.float64)
+    occupancy_shift = float((mdp.occupancy(mdp.policy_probs(cand)) - mdp.occupancy(pi_old)).abs().sum())
+    rows2.append((float(rl.categorical_kl(logits_old, cand).max()), float(mdp.expected_return(cand) - mdp.expected_return(logits_old)),
+                  float(surrogate_J(mdp, logits_old, cand) - mdp.expected_return(logits_old)), occupancy_shift))
+kl2, dJ, dL, shift = map(np.array, zip(*rows2))
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), dpi=80)
+points = axes[0].scatter(dL, dJ, c=np.log10(kl2), s=8, cmap="viridis")
+lim = [min(dL.min(), dJ.min()), max(dL.max(), dJ.max())]
+axes[0].plot(lim, lim, "k:", lw=1)
+axes[0].set_xlabel("surrogate change L(π') − L(π)")
+axes[0].set_ylabel("true change J(π') − J(π)")
+axes[0].set_title("agreement along the diagonal", fontsize=9)
+fig.colorbar(points, ax=axes[0], label="log10 of the largest per-state KL")
+axes[1].loglog(shift, np.abs(dJ - dL) + 1e-12, ".", ms=4)
+axes[1].set_xlabel("total change of the state occupancy, Σ|ρ_π' − ρ_π|")
+axes[1].set_ylabel("|J − L|")
+axes[1].set_title("the gap follows the occupancy shift", fontsize=9)
+fig.tight_layout();
+print("rank correlation of |J − L| with the KL:", round(float(np.corrcoef(np.argsort(np.argsort(kl2)), np.argsort(np.argsort(np.abs(dJ - dL))))[0, 1]), 2),
+      "| with the occupancy shift:", round(float(np.corrcoef(np.argsort(np.argsort(shift)), np.argsort(np.argsort(np.abs(dJ - dL))))[0, 1]), 2))
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 3
+#
+# With $\theta' = 3\theta$ the chain rule gives $\nabla_{\theta'}J = \tfrac13\nabla_\theta J$, and a step
+# $\eta\nabla_{\theta'}J$ in $\theta'$ is a step $\tfrac{\eta}{9}\nabla_\theta J$ in $\theta$: vanilla gradient
+# ascent becomes nine times slower. The Fisher transforms as $F' = \tfrac19 F$, so
+# $F'^{-1}\nabla_{\theta'}J = 3F^{-1}\nabla_\theta J$, which is the same change of policy, and the KL
+# constraint fixes the same step length: the natural-gradient curve is nearly unchanged. The small
+# difference left comes from the damping and from stopping CG after 18 iterations, neither of which is
+# invariant to the parameterisation.
+
+# %% tags=["solution"]
+def my_step(phi, scale, natural, lr=1.0, max_kl=0.01):
+    """One exact-gradient step in the parameters φ = scale·θ (policy softmax(φ / scale))."""
+    phi = phi.clone().requires_grad_(True)
+    grad = torch.autograd.grad(mdp.expected_return(phi / scale), phi)[0].reshape(-1)
+    old = phi.detach() / scale
+    d = mdp.occupancy(mdp.policy_probs(old), normalize=True).detach()
+    if natural:
+        fvp = lambda v: rl.fisher_vector_product(lambda: (d * rl.categorical_kl(old, phi / scale)).sum(), [phi], v, damping=1e-5)  # noqa: E731
+        step = rl.natural_gradient_step(grad, fvp, max_kl, cg_iters=18)
+    else:
+        step = lr * grad
+    return (phi + step.reshape(phi.shape)).detach()
+
+
+for natural in (False, True):
+    finals = []
+    for scale in (1.0, 3.0):
+        phi = scale * start
+        for _ in range(20):
+            phi = my_step(phi, scale, natural)
+        finals.append(float(mdp.expected_return(phi / scale)))
+    print(f"{'natural' if natural else 'vanilla'}: J after 20 steps with θ: {finals[0]:.4f}, with θ' = 3θ: {finals[1]:.4f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 4
+#
+# The empirical Fisher averages $\nabla\log\pi\,\nabla\log\pi^\top$ over *sampled* actions instead of
+# weighting every action by its probability. With 16 states and 3 actions there are only 48 distinct
+# score vectors, so $N$ samples per state just set the weight of each: count$/(16N)$. The error falls
+# as $N$ grows, at the Monte Carlo rate $1/\sqrt N$ on average (each $N$ here is one random draw, so the
+# decrease is noisy). (The "empirical Fisher" of the literature that uses the
+# *observed* actions of a data set, rather than actions sampled from the model, is a different and
+# biased object.)
+
+# %% tags=["solution"]
+all_actions = torch.arange(3).repeat(16)  # every action of every state
+all_states = torch.arange(16).repeat_interleave(3)
+log_probs_all = torch.log_softmax(policy(obs), -1)[all_states, all_actions]  # (48,)
+scores = rl.per_sample_grads(log_probs_all, policy)  # (48, P)
+probs_all = torch.softmax(old_logits, -1)
+for n_per_state in (10, 100, 1000):
+    sampled = torch.multinomial(probs_all, n_per_state, replacement=True, generator=torch.Generator().manual_seed(n_per_state))
+    counts = torch.stack([torch.bincount(row, minlength=3) for row in sampled]).reshape(-1).double()
+    weights = counts / counts.sum()
+    F_emp = scores.T @ (weights[:, None] * scores)
+    check = torch.allclose(F_emp @ v, rl.score_fisher_vector_product(scores, v, weights=weights))
+    print(f"N = {n_per_state:4d} per state: relative error ‖F_emp − F_enum‖ / ‖F_enum‖ = "
+          f"{float((F_emp - F_enum).norm() / F_enum.norm()):.3f}  (library product agrees: {check})")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 5
+#
+# `cg_iters=1` returns $x = \frac{g^\top g}{g^\top F g}\,g$: the plain gradient direction. It is still a
+# trust-region method because `natural_gradient_step` scales $x$ so that the quadratic KL $\tfrac12 s^\top F s$
+# equals $\delta$, and the line search then checks the real KL: every update moves the policy by the
+# same amount, only in a worse direction. So it still learns, but each update gains less, and it should
+# need more updates than `cg_iters=10`, with `cg_iters=3` in between (the table of §6.6 shows how far
+# one and three iterations are from $F^{-1}g$). On the small network of §6.7:
+
+# %% tags=["solution"]
+rl.set_flat_params(policy, theta_old)
+exact_natural = torch.linalg.solve(F_enum + 1e-3 * torch.eye(F_enum.shape[0], dtype=torch.float64), grad_s)
+for iters in (1, 3, 10):
+    step = rl.natural_gradient_step(grad_s, fvp_ls, 0.01, cg_iters=iters)
+    cosine = float(step @ exact_natural / (step.norm() * exact_natural.norm()))
+    print(f"cg_iters {iters:2d}: quadratic KL ½sᵀFs = {0.5 * float(step @ fvp_ls(step)):.4f}, predicted gain gᵀs = "
+          f"{float(grad_s @ step):.4f}, cosine with the exact natural gradient {cosine:.3f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 6
+#
+# With one try the line search can only accept or reject the full step. At $\delta = 0.2$ the
+# quadratic model is poor (§6.7: on the small network the true KL of the full step was several times
+# the model's), so many full steps violate the constraint and are rejected outright: those updates
+# leave the policy unchanged and waste their batch. The steps that are accepted are large, so
+# learning is fast when it works and erratic overall. On the network of §6.7:
+
+# %% tags=["solution"]
+rl.set_flat_params(policy, theta_old)
+step = rl.natural_gradient_step(grad_s, fvp_ls, 0.2, cg_iters=10)
+for tries in (1, 10):
+    new, accepted, backtracks = rl.backtracking_line_search(
+        lambda th: at(th, surrogate), lambda th: at(th, mean_kl), theta_old, step, 0.2, float(grad_s @ step),
+        max_backtracks=tries)
+    print(f"max_backtracks {tries:2d}: accepted {accepted} after {backtracks} backtracks, KL {float(at(new, mean_kl)):.3f}")
+rl.set_flat_params(policy, theta_old)

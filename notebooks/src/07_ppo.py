@@ -55,12 +55,15 @@ DEVICE = rl.get_device("cpu")  # CartPole-sized networks are fastest on the CPU
 # Starting from $\beta = 0.5$, the first update overshoots badly (a KL of about 0.5 nats, fifty times
 # the target); $\beta$ doubles twice and the KL then stays within a factor of about two of the target,
 # while $\beta$ drifts down again as the policy becomes confident and each update moves it less.
+# (The KL here is the exact one, summed over the four actions; from samples it would be estimated
+# with one of the estimators of §5.8.)
 
 # %%
 # NBVAL_CHECK_OUTPUT
 advantages4 = torch.tensor([1.0, 0.5, -0.5, -1.0], dtype=torch.float64)
 logits = torch.zeros(4, dtype=torch.float64)
 beta, target_kl = 0.5, 0.01
+kl_per_update = []
 for update in range(8):
     old_logits = logits.clone()
     theta = logits.clone().requires_grad_(True)
@@ -78,6 +81,12 @@ for update in range(8):
     d = float(rl.categorical_kl(old_logits, logits))
     print(f"update {update}: beta = {beta:6.3f}  KL = {d:.4f}  pi = {np.round(torch.softmax(logits, -1).numpy(), 3)}")
     beta = rl.adaptive_kl_coef(beta, d, target_kl)
+    kl_per_update.append(d)
+
+# %%
+rl.claim("a KL of about 0.5 nats", kl_per_update[0], 0.5, rel=0.1)
+rl.claim("within a factor of about two of the target", max(max(d / target_kl, target_kl / d) for d in kl_per_update[2:]),
+         low=1.0, high=2.5);
 
 # %% [markdown]
 # It works, but it is a feedback controller wrapped around the optimiser: $\beta$ lags, and while it is
@@ -100,9 +109,9 @@ for update in range(8):
 #   \mathbb 1\{\text{not }(\hat A>0 \wedge \rho>1+\varepsilon)\ \text{and not }(\hat A<0\wedge\rho<1-\varepsilon)\}\big]. \tag{7.4}$$
 #
 # At $\theta = \theta_{\text{old}}$ ($\rho = 1$) every sample is inside the band, so the first PPO step is
-# exactly the policy gradient; clipping only acts on later epochs over the same batch. Two worked rows
-# (as in the seed tables): $\rho = 1.5$, $\hat A = +1$: $\min(1.5, 1.2) = 1.2$; $\rho = 0.5$,
-# $\hat A = -1$: $\min(-0.5, -0.8) = -0.8$.
+# exactly the policy gradient; clipping only acts on later epochs over the same batch. Two worked rows,
+# the two clipped cases of Schulman et al. 2017 (arXiv:1707.06347, Sec. 3 and Fig. 1): $\rho = 1.5$,
+# $\hat A = +1$: $\min(1.5, 1.2) = 1.2$; $\rho = 0.5$, $\hat A = -1$: $\min(-0.5, -0.8) = -0.8$.
 #
 # The library's `clipped_surrogate_loss` is (7.3) negated and unreduced; `clipped_surrogate_loss_masked`
 # is (7.4) written as a mask. We check them against each other, against the worked rows, and check that
@@ -134,7 +143,7 @@ print("min form == mask form (values, gradients):", bool(torch.equal(l_min, l_ma
 print(f"{int(active.sum())} of 1000 samples clipped; their gradient is exactly 0:", bool((g_min[active] == 0).all()))
 
 # %% [markdown]
-# The objective and its gradient as functions of $\rho$ for one sample (the widget of §7.5 lets you
+# The objective and its gradient as functions of $\rho$ for one sample (the widget of §7.6 lets you
 # move $\varepsilon_{\text{low}}$, $\varepsilon_{\text{high}}$ and $\hat A$):
 
 # %%
@@ -192,11 +201,12 @@ print(inspect.getsource(ppo_module._minibatch_loss))
 # The settings start from the CartPole ones of the RL Baselines3 Zoo (8 envs × 32 steps,
 # $\gamma = 0.98$, $\lambda = 0.8$, one 256-sample minibatch, Adam $10^{-3}$ annealed linearly over
 # 100k steps, $\varepsilon = 0.2$) with separate 64-64 tanh MLPs for actor and critic and orthogonal
-# initialisation. A small sweep on seeds 0–2 raised the epochs from 20 to 30 (median steps to 475:
-# 28.7k → 24.5k), but then two of the three seeds *collapsed* after solving the task (rolling-20 return
-# down to 159 and 23 before recovering). Stopping an update's epochs once `approx_kl` exceeds
-# `target_kl = 0.05` kept all three seeds at ≥ 475 after their first crossing, with a median of 26.3k
-# steps. We train past the threshold to see whether PPO *stays* solved.
+# initialisation. In a small sweep over seeds 0–2, raising the epochs from 20 to 30 solved the task
+# sooner, but then some seeds *collapsed* after solving it (the rolling-20 return fell far below 475
+# before recovering). Stopping an update's epochs once `approx_kl` exceeds `target_kl = 0.05` kept the
+# seeds solved after their first crossing, at a small cost in speed;
+# `python benchmarks/cartpole.py --algos ppo --stability` measures both on your machine. We train past
+# the threshold to see whether PPO *stays* solved.
 #
 # Why would a solved CartPole policy fall apart? Once every episode lasts 500 steps, the true advantages
 # are all nearly zero, but the minibatch-standardised advantages still have unit variance: the update is
@@ -218,34 +228,84 @@ print(f"PPO reached a rolling-20 return of 475 after {steps_ppo} env steps; "
 assert steps_ppo is not None and rolling.max() >= 475
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3), dpi=80)
-axes[0].plot(hist_ppo.episode_end_steps, hist_ppo.episode_returns, ".", alpha=0.3, label="episode")
-axes[0].plot(hist_ppo.episode_end_steps, rolling, label="rolling 20")
-axes[0].axhline(475, color="gray", ls=":")
-axes[0].set_xlabel("env steps")
-axes[0].set_ylabel("return")
-axes[0].legend()
-axes[1].plot(hist_ppo["env_steps"], hist_ppo["approx_kl"], label="approx KL")
-axes[1].plot(hist_ppo["env_steps"], hist_ppo["clip_fraction"], label="clip fraction")
-axes[1].set_xlabel("env steps")
-axes[1].legend()
-axes[2].plot(hist_ppo["env_steps"], hist_ppo["explained_variance"], label="explained variance")
-axes[2].plot(hist_ppo["env_steps"], hist_ppo["entropy"], label="entropy")
-axes[2].set_xlabel("env steps")
-axes[2].legend()
+fig, axes = plt.subplots(2, 3, figsize=(13, 6), dpi=80)
+steps_axis = hist_ppo["env_steps"]
+panels = [
+    ("approx_kl", "approximate KL, nats", "KL(π_old‖π_θ) after each update (k3 estimate)"),
+    ("clip_fraction", "share of samples clipped", "clip fraction after each update"),
+    ("explained_variance", "explained variance", "explained variance of the value targets"),
+    ("entropy", "entropy, nats", "policy entropy"),
+    ("epochs", "epochs run", "epochs before the KL early stop"),
+]
+axes[0, 0].plot(hist_ppo.episode_end_steps, hist_ppo.episode_returns, ".", alpha=0.3, label="one episode")
+axes[0, 0].plot(hist_ppo.episode_end_steps, rolling, label="mean of the last 20")
+axes[0, 0].axhline(475, color="gray", ls=":")
+axes[0, 0].set_ylabel("episode return")
+axes[0, 0].set_title("return", fontsize=9)
+axes[0, 0].legend(fontsize=8)
+for ax, (key, ylabel, title) in zip(axes.flat[1:], panels):
+    ax.plot(steps_axis, hist_ppo[key], color="C1" if key != "approx_kl" else "C0")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+axes[0, 1].set_yscale("log")
+axes[0, 1].axhline(cfg.target_kl, color="gray", ls=":", label="target_kl (early stop)")
+axes[0, 1].legend(fontsize=8)
+axes[1, 0].axhline(0, color="gray", ls=":")
+for ax in axes.flat:
+    ax.set_xlabel("env steps")
 fig.tight_layout();
 
 # %% [markdown]
-# **Reading the diagnostics.** `approx_kl` (the $k_3$ estimate of $\mathrm{KL}(\pi_{\text{old}}\,\|\,\pi_\theta)$
-# after an update) stays around $10^{-2}$: PPO's epochs move the policy about as far as a TRPO step
-# would, without being told a $\delta$. `clip_fraction` is the share of samples whose ratio left the band —
-# the clip is doing real work. `explained_variance` $= 1 - \mathrm{Var}[\hat R - V]/\mathrm{Var}[\hat R]$
-# rises towards 1 as the critic learns; the entropy falls as the policy becomes confident.
+# **Reading the diagnostics.** `approx_kl` is the $k_3$ estimate of §5.8 of
+# $\mathrm{KL}(\pi_{\text{old}}\,\|\,\pi_\theta)$, computed on the batch's own samples after the update.
+# Its median over the run is a few thousandths of a nat: PPO's epochs move the policy about as far as a
+# TRPO step would, without being told a $\delta$, and the early stop at `target_kl` caps the
+# outliers. `clip_fraction` is the share of samples whose ratio left the band: the clip is doing real
+# work. The entropy falls as the policy becomes confident.
 #
+# `explained_variance` $= 1 - \mathrm{Var}[\hat R - V]/\mathrm{Var}[\hat R]$ deserves a closer look. It
+# rises close to 1 while the agent learns; later, and most of all once the task is solved, it becomes
+# erratic, with dips far below its earlier level (it can even turn negative). The critic has not got worse. When the pole no longer falls, every episode runs to the 500-step limit, every reward
+# is 1, and a truncation bootstraps from $V$ of the final observation; so with $\gamma = 0.98$ the value
+# target of *every* state is close to the same number, $\sum_t \gamma^t = 1/(1-\gamma) = 50$. The
+# denominator $\mathrm{Var}[\hat R]$ collapses, and the ratio divides small critic errors by an even
+# smaller spread: explained variance is ill-conditioned exactly when there is nothing left to explain.
+# Compare a batch collected by the trained agent with one collected by a fresh, untrained network:
+
+# %%
+def value_target_batch(model, seed):
+    """One 8 × 32 rollout of `model` with its GAE value targets R̂ (γ, λ of the config) and values V."""
+    envs = rl.make_cartpole_vector_env(cfg.num_envs, seed)
+    rollout = rl.collect_rollout(rl.RolloutState.start(envs, seed),
+                                 rl.categorical_policy_fn(model, torch.Generator().manual_seed(seed)),
+                                 model.value, cfg.num_steps)
+    envs.close()
+    _, targets = rl.gae(rollout.rewards, rollout.values, rollout.next_values, rollout.terminated,
+                        rollout.truncated, cfg.gamma, cfg.gae_lambda)
+    return targets.flatten(), rollout.values.flatten()
+
+
+torch.manual_seed(1)
+with torch.no_grad():
+    batches = {"untrained": value_target_batch(rl.ActorCritic(4, 2, cfg.hidden_sizes, cfg.activation), 123),
+               "trained": value_target_batch(hist_ppo.model, 123)}
+for name, (targets, values) in batches.items():
+    print(f"{name:9s}: value targets mean {float(targets.mean()):6.2f}, std {float(targets.std()):6.3f};  "
+          f"std of (R̂ − V) {float((targets - values).std()):6.3f};  "
+          f"explained variance {float(rl.explained_variance(values, targets)):+.2f}")
+ev = hist_ppo["explained_variance"]
+solved = hist_ppo["env_steps"] >= steps_ppo  # updates after the first crossing of 475
+rl.claim("rises close to 1 while the agent learns", ev[~solved].max(), low=0.9)
+rl.claim("with dips far below its earlier level", ev[solved].min(), high=0.5)
+rl.claim("close to the same number", float(batches["trained"][0].std() / batches["untrained"][0].std()), high=0.1)
+rl.claim("a few thousandths of a nat", float(np.median(hist_ppo["approx_kl"])), low=0.001, high=0.02);
+
+# %% [markdown]
 # ## 7.5 REINFORCE vs TRPO vs PPO
 #
-# All three on the same task and seed, each stopped when its rolling-20 return reaches 475, plotted
-# against env steps (REINFORCE: the book's best variant from chapter 3; TRPO: chapter 6's settings).
+# All three on the same task and seed, plotted against env steps (REINFORCE: the book's best variant
+# from chapter 3; TRPO: chapter 6's settings). REINFORCE and TRPO stop as soon as their rolling-20
+# return reaches 475; the PPO curve is the run of §7.4, which continues past that point.
 
 # %%
 hist_trpo = rl.train_trpo(rl.TRPOConfig(seed=0, total_env_steps=200_000, stop_at_return=475.0, device=str(DEVICE)))
@@ -266,7 +326,16 @@ fig.tight_layout();
 
 # %% [markdown]
 # PPO needs the fewest env steps: a critic with GAE and many epochs of clipped updates per batch use
-# each sample many times. On an easy task like CartPole a well-tuned REINFORCE (chapter 3's best
+# each sample many times.
+
+# %%
+steps_to_475 = {name: h.steps_to_threshold(475, 20) for name, h in results.items()}
+others = min(steps if steps is not None else results[name].env_steps
+             for name, steps in steps_to_475.items() if name != "PPO")
+rl.claim("PPO needs the fewest env steps", steps_to_475["PPO"] / others, high=1.0);
+
+# %% [markdown]
+# On an easy task like CartPole a well-tuned REINFORCE (chapter 3's best
 # variant, with a learned value baseline) is not far behind, and TRPO's single, conservative step per
 # batch of 1024 samples is no faster; what the trust region buys is robustness to the step size,
 # which matters more as tasks and models grow. `python benchmarks/cartpole.py` reports the medians
@@ -279,8 +348,8 @@ rl.report_headline(f"PPO: CartPole rolling-20 return 475 after {steps_ppo:,} env
 # ## 7.6 Explore: the clip explorer
 #
 # Move $\varepsilon_{\text{low}}$, $\varepsilon_{\text{high}}$ and $\hat A$; the shaded region is where the
-# gradient is exactly zero. Switch to CISPO (chapter 11) to see a clipped *weight* that never switches the
-# gradient off. The static figure beside it shows the asymmetric band of §7.3.
+# gradient is exactly zero. Switch to CISPO (MiniMax 2025, arXiv:2506.13585) to see a clipped *weight*
+# that never switches the gradient off. The static figure beside it shows the asymmetric band of §7.3.
 
 # %%
 try:
@@ -311,7 +380,7 @@ fig.tight_layout();
 # ## Exercises
 #
 # 1. **The adaptive penalty on CartPole.** Replace the clipped loss in a copy of `_minibatch_loss` by
-#    `rl.kl_penalty_loss` with `rl.categorical_kl` and adapt $\beta$ after every update with
+#    `rl.kl_penalty_loss` with a KL estimate and adapt $\beta$ after every update with
 #    `rl.adaptive_kl_coef`. How many env steps to 475?
 # 2. **No clipping.** Set `clip_eps_low=1.0, clip_eps_high=100.0` (effectively no clip) with 20 epochs.
 #    What happens to `approx_kl` and to learning? Then try `num_epochs=1`.
@@ -321,3 +390,149 @@ fig.tight_layout();
 #    (two actions, neither rare) a poor test of clip-higher?
 # 5. **Stability.** Run `benchmarks/cartpole.py --algos ppo --stability` and report the worst rolling-20
 #    return after each seed first reaches 475. Which setting in `PPOConfig` most affects it?
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+#
+# The questions about steps-to-475 need full training runs (a minute or more each), which these
+# solutions do not repeat; they show the code, run it on single batches where that already answers
+# the question, and say what the full runs show and why. All the demonstrations below start from
+# one batch of 256 CartPole steps collected by a fresh, untrained network.
+
+# %% tags=["solution"]
+def fresh_batch(seed=0):
+    """A fresh ActorCritic and one 8 × 32 batch it collected, flattened as train_ppo stores it."""
+    torch.manual_seed(seed)
+    model = rl.ActorCritic(4, 2, cfg.hidden_sizes, cfg.activation)
+    envs = rl.make_cartpole_vector_env(cfg.num_envs, seed)
+    with torch.no_grad():
+        rollout = rl.collect_rollout(rl.RolloutState.start(envs, seed),
+                                     rl.categorical_policy_fn(model, torch.Generator().manual_seed(seed)),
+                                     model.value, cfg.num_steps)
+    envs.close()
+    advantages, returns = rl.gae(rollout.rewards, rollout.values, rollout.next_values, rollout.terminated,
+                                 rollout.truncated, cfg.gamma, cfg.gae_lambda)
+    return model, ppo_module._flatten(rollout, advantages, returns)
+
+
+def batch_kl(model, data):
+    """approx_kl (k3 estimate of KL(π_old ‖ π_θ)) of the whole batch under the current model."""
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model.logits(data["obs"]), -1).gather(-1, data["actions"][:, None]).squeeze(-1)
+    return float(rl.approx_kl(log_probs, data["old_log_probs"]))
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 1
+#
+# The penalised minibatch loss needs a per-sample KL between $\pi_{\text{old}}$ and $\pi_\theta$ whose
+# *gradient* is right. The batch stores only $\log\pi_{\text{old}}$ of the sampled actions, so use a sample
+# estimator. Here the samples come from $\pi_{\text{old}}$, which does not move, and $\pi_\theta$ sits in
+# the *other* slot: $k_3$ with `log_probs=old_log_probs` and `ref_log_probs=log_probs` has gradient
+# $(\rho - 1)\nabla\log\pi_\theta$, whose mean under $\pi_{\text{old}}$ is exactly
+# $\nabla\mathrm{KL}(\pi_{\text{old}}\|\pi_\theta)$ (the derivation of (5.9) with the roles swapped; the
+# catch of §5.8 only arises when the sampler is the policy being trained). Then $\beta$ is adapted once
+# per update with (7.2). Three updates on fresh batches:
+
+# %% tags=["solution"]
+def my_penalty_minibatch_loss(model, mb, kl_coef):
+    logits = model.logits(mb["obs"])
+    log_probs = torch.log_softmax(logits, -1).gather(-1, mb["actions"][:, None]).squeeze(-1)
+    adv = (mb["advantages"] - mb["advantages"].mean()) / (mb["advantages"].std() + 1e-8)
+    kl = rl.kl_k3(mb["old_log_probs"], log_probs)  # samples from π_old: estimates KL(π_old ‖ π_θ)
+    policy_loss = rl.kl_penalty_loss(log_probs, mb["old_log_probs"], adv, kl, kl_coef).mean()
+    return policy_loss + cfg.vf_coef * rl.value_loss(model.value(mb["obs"]), mb["returns"]).mean()
+
+
+kl_coef = 1.0
+for update in range(3):
+    model, data = fresh_batch(seed=update)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=1e-5)
+    for epoch in range(10):
+        loss = my_penalty_minibatch_loss(model, data, kl_coef)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    d = batch_kl(model, data)
+    print(f"update {update}: β = {kl_coef:5.3f}, KL after 10 epochs = {d:.4f}")
+    kl_coef = rl.adaptive_kl_coef(kl_coef, d, target_kl=0.01)
+
+# %% [markdown] tags=["solution"]
+# For the full run, copy `rl.train_ppo`, call this loss in place of `_minibatch_loss` and carry `kl_coef`
+# across updates. Expect it to learn, but less reliably than the clip: $\beta$ reacts one update late,
+# so the updates right after the policy changes character (early learning, and again once it is
+# solved) are too large or too small, which is what the PPO paper reports (Schulman et al. 2017,
+# arXiv:1707.06347, Sec. 6.1, Table 1: the adaptive penalty scored below clipping).
+#
+# ### Solution to exercise 2
+#
+# Without the clip nothing stops the epochs from exploiting the surrogate: every epoch pushes each
+# ratio further in the direction of its advantage, and the KL to the data-collecting policy grows with
+# every epoch instead of levelling off. On one batch (20 epochs, no early stop):
+
+# %% tags=["solution"]
+def kl_over_epochs(run_cfg, epochs=20, seed=0):
+    model, data = fresh_batch(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=run_cfg.lr, eps=1e-5)
+    gen = torch.Generator().manual_seed(seed)
+    kls = []
+    for _ in range(epochs):
+        perm = torch.randperm(len(data["actions"]), generator=gen)
+        for lo in range(0, len(perm), run_cfg.minibatch_size):
+            loss = ppo_module._minibatch_loss(model, {k: v[perm[lo:lo + run_cfg.minibatch_size]] for k, v in data.items()},
+                                              run_cfg)[0]
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), run_cfg.max_grad_norm)
+            opt.step()
+        kls.append(batch_kl(model, data))
+    return kls
+
+
+clipped_kls = kl_over_epochs(cfg)
+unclipped_kls = kl_over_epochs(rl.PPOConfig(clip_eps_low=1.0, clip_eps_high=100.0))
+print("epoch           1       5      10      20")
+print("clipped   ", "  ".join(f"{clipped_kls[i]:.4f}" for i in (0, 4, 9, 19)))
+print("no clip   ", "  ".join(f"{unclipped_kls[i]:.4f}" for i in (0, 4, 9, 19)))
+
+# %% [markdown] tags=["solution"]
+# In training this shows up as a larger `approx_kl` per update and a less stable return, the
+# instability the early stop and the clip exist to prevent. With `num_epochs=1` every sample is used
+# once, starting at $\rho = 1$, where the clip is inactive by construction (§7.2). With 8 × 32 = 256
+# samples and minibatches of 256 there is a single gradient step per update, so the clipped and
+# unclipped runs take identical steps: one plain policy-gradient step per batch, and learning per env
+# step becomes much slower.
+#
+# ### Solution to exercise 3
+#
+# More epochs reuse each sample more, so steps-to-475 first falls. It stops improving because the
+# useful information in a batch is finite: after a few epochs most samples have reached the edge of
+# the band and are clipped (the `clip_fraction` rises), so further epochs add almost no gradient,
+# while the early stop at `target_kl` ends the update anyway. Beyond that point extra epochs only
+# fit the noise in the advantages (§7.4). The table of exercise 2 shows the saturation on one batch:
+# with the clip, the KL stops growing after about ten epochs.
+#
+# ### Solution to exercise 4
+#
+# Clip-higher only changes samples with a positive advantage whose ratio has passed $1+\varepsilon_{\text{low}}$;
+# it matters for actions whose probability is small, since the band is relative. With two actions,
+# an action is rare only when the policy is confident, and then the rare action is almost always the
+# wrong one, with a negative advantage, on which $\varepsilon_{\text{high}}$ has no effect. The numbers for
+# a two-action policy (the largest probability reachable with a live gradient):
+
+# %% tags=["solution"]
+for p_old in (0.5, 0.2, 0.05):
+    print(f"p_old {p_old:4.2f}: up to {p_old * 1.2:.3f} with ε = 0.2, up to {p_old * 1.28:.3f} with ε_high = 0.28")
+
+# %% [markdown] tags=["solution"]
+# So on CartPole the entropy curve with `clip_eps_high=0.28` looks like the default one; clip-higher
+# is a remedy for vocabularies of tens of thousands of tokens, where most good continuations start
+# out rare (chapter 9).
+#
+# ### Solution to exercise 5
+#
+# The benchmark prints, for each seed, the lowest rolling-20 return after the first crossing of 475.
+# Without the KL early stop (`target_kl=None`) and with many epochs, some seeds collapse after solving
+# (§7.4); the settings that matter most are `target_kl` and `num_epochs`, the two that bound how far
+# one update can move the policy, followed by the learning rate. The reason is the one given in §7.4:
+# once the task is solved the true advantages are near zero, the standardised ones are noise of unit
+# size, and an update that may move far follows that noise.
