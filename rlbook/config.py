@@ -2,17 +2,19 @@
 
 ``RLBOOK_SIZE=small`` (the default) sizes every chapter to run in under ~3 minutes on 2 CPU cores;
 ``RLBOOK_SIZE=full`` trains longer and larger, on a GPU when one is present. Chapters read the size
-through :func:`get_size` and pick their settings with :func:`by_size`.
+through :func:`get_size` and pick their settings with :func:`by_size`. What a chapter saves for a
+later one (chapter 8's trained model, for chapter 9) goes under :func:`runs_dir`.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TypeVar
 
 import torch
 
-__all__ = ["SIZES", "get_size", "by_size", "get_device"]
+__all__ = ["SIZES", "get_size", "by_size", "get_device", "runs_dir"]
 
 SIZES = ("small", "full")
 T = TypeVar("T")
@@ -46,3 +48,22 @@ def get_device(device: str | torch.device | None = None) -> torch.device:
     if device is not None:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def runs_dir() -> Path:
+    """The folder for the book's outputs (executed chapters, checkpoints); not created here.
+
+    ``$RLBOOK_RUNS_DIR`` if set; else ``runs/`` at the root of the source checkout when the
+    library is used from one (the folder holding ``pyproject.toml`` above ``rlbook/``), so a
+    chapter run by nbval inside ``notebooks/`` and the same chapter run by ``rlbook run`` write
+    to the same place; else ``runs/`` in the current directory. ``runs/`` is git-ignored.
+
+    Returns:
+        an absolute :class:`pathlib.Path`.
+    """
+    if os.environ.get("RLBOOK_RUNS_DIR"):
+        return Path(os.environ["RLBOOK_RUNS_DIR"]).expanduser().resolve()
+    root = Path(__file__).resolve().parents[1]
+    if (root / "pyproject.toml").is_file() and (root / "rlbook").is_dir():
+        return root / "runs"
+    return Path.cwd().resolve() / "runs"

@@ -112,3 +112,46 @@ def test_train_sft_lowers_the_loss_and_validates_config():
         SFTConfig(label_noise=1.0)
     with pytest.raises(ValueError, match="num_steps"):
         SFTConfig(num_steps=0)
+
+
+def test_load_or_train_sft_reuses_only_a_matching_checkpoint(tmp_path, monkeypatch):
+    from rlbook.lm import sft as sft_module
+
+    config = SFTConfig(num_steps=2, batch_size=8, device="cpu", seed=3)
+    path = tmp_path / "runs" / "sft"
+    trained, history, loaded = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=path, progress=False)
+    assert not loaded and len(history["loss"]) == 2 and path.is_dir()
+    # the same call again loads, and gives the same weights as training would
+    again, history2, loaded2 = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=path, progress=False)
+    assert loaded2 and history2 is None
+    for a, b in zip(trained.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)
+    calls = []
+    real_train = sft_module.train_sft
+    monkeypatch.setattr(sft_module, "train_sft", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+    # any setting that changes the weights retrains (and overwrites the checkpoint)
+    for changed in (SFTConfig(num_steps=2, batch_size=8, device="cpu", seed=4),
+                    SFTConfig(num_steps=2, batch_size=8, device="cpu", seed=3, lr=1e-3)):
+        _, _, loaded3 = sft_module.load_or_train_sft(TOK, TASK, changed, checkpoint=path, progress=False)
+        assert not loaded3
+    _, _, loaded4 = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=path, progress=False, model_seed=1)
+    assert not loaded4 and len(calls) == 3
+    # a folder that is not a checkpoint is not trusted; no checkpoint means no file written
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    _, _, loaded5 = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=junk, progress=False)
+    assert not loaded5 and len(calls) == 4
+    _, _, loaded6 = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=None, progress=False)
+    assert not loaded6 and len(calls) == 5
+    _, history7, loaded7 = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=path, progress=False, retrain=True)
+    assert not loaded7 and history7 is not None and len(calls) == 6
+
+
+def test_runs_dir_is_the_checkout_root_or_the_env_var(monkeypatch, tmp_path):
+    import rlbook as rl
+
+    monkeypatch.delenv("RLBOOK_RUNS_DIR", raising=False)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rl.__file__)))
+    assert str(rl.runs_dir()) == os.path.join(root, "runs")
+    monkeypatch.setenv("RLBOOK_RUNS_DIR", str(tmp_path / "elsewhere"))
+    assert rl.runs_dir() == (tmp_path / "elsewhere").resolve()

@@ -14,7 +14,7 @@ module                      public names
 ``rlbook.lm.logprobs``      token_log_probs, completion_log_probs, position_ids_from_mask
 ``rlbook.lm.gpt2_fast``     gpt2_forward, gpt2_prefill (a GPT-2's forward written out: the
                             sampler's and the scorer's fast path)
-``rlbook.lm.sft``           SFTConfig, train_sft, sft_batch
+``rlbook.lm.sft``           SFTConfig, train_sft, sft_batch, load_or_train_sft
 ``rlbook.lm.standard``      tokenize_prompt_and_output, get_response_log_probs (the course-standard
                             right-padded layout; the loss steps are in :mod:`rlbook.steps`)
 ``rlbook.lm.checkpoint``    save_checkpoint, load_checkpoint
@@ -35,7 +35,7 @@ _EXPORTS = {
     "sampling": ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"],
     "logprobs": ["token_log_probs", "completion_log_probs", "position_ids_from_mask"],
     "gpt2_fast": ["gpt2_forward", "gpt2_prefill"],
-    "sft": ["SFTConfig", "sft_batch", "train_sft"],
+    "sft": ["SFTConfig", "sft_batch", "train_sft", "load_or_train_sft"],
     "standard": ["tokenize_prompt_and_output", "get_response_log_probs"],
     "checkpoint": ["save_checkpoint", "load_checkpoint"],
 }

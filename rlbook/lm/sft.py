@@ -44,7 +44,7 @@ from rlbook.lm.task import corrupt_answer
 from rlbook.lm.tokenizer import encode_prompts
 from rlbook.steps import sft_microbatch_train_step
 
-__all__ = ["SFTConfig", "sft_batch", "train_sft"]
+__all__ = ["SFTConfig", "sft_batch", "train_sft", "load_or_train_sft"]
 
 
 @dataclass
@@ -177,3 +177,82 @@ def train_sft(policy, tokenizer, task, config: SFTConfig | None = None, progress
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     history.wall_seconds = time.perf_counter() - start
     return history
+
+
+def _sft_fingerprint(model_config, task, config: SFTConfig, device: torch.device) -> dict:
+    """Everything that decides the weights :func:`train_sft` produces, as JSON-able values."""
+    import dataclasses
+    import hashlib
+    import inspect
+    import sys
+
+    settings = dataclasses.asdict(config)
+    settings.pop("device")
+    code = "".join(inspect.getsource(sys.modules[name]) for name in
+                   ("rlbook.lm.sft", "rlbook.lm.model", "rlbook.lm.logprobs", "rlbook.lm.gpt2_fast", "rlbook.steps"))
+    return {
+        "sft_config": settings,
+        "model_config": model_config.to_json_string(use_diff=False),
+        "task": {"type": type(task).__name__, "num_digits": getattr(task, "num_digits", None),
+                 "held_out_fraction": getattr(task, "held_out_fraction", None), "seed": getattr(task, "seed", None)},
+        # float sums (and so the trained weights) depend on these too
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "device": device.type,
+        "code": hashlib.sha256(code.encode()).hexdigest(),
+    }
+
+
+def load_or_train_sft(tokenizer, task, config: SFTConfig | None = None, checkpoint=None, model_seed: int = 0,
+                      retrain: bool = False, progress: bool = True):
+    """The supervised starting model: loaded from ``checkpoint`` if it holds exactly this run, else trained.
+
+    The model is ``build_policy(policy_config(tokenizer), seed=model_seed)`` trained by
+    :func:`train_sft` with ``config``. The checkpoint is reused only when its recorded fingerprint
+    matches this call's: the SFT settings, the model config, the task, the torch version, thread
+    count and device type, and a hash of the training code. Those decide the weights, so a loaded
+    model is the model this call would train, bit for bit. Otherwise the model is trained and then
+    saved to ``checkpoint`` atomically (:func:`rlbook.lm.save_checkpoint`), so a crash mid-save
+    never leaves a half-written checkpoint for the next reader. (The fingerprint does not name the
+    CPU model, which also changes float order: keep checkpoints on the machine that wrote them, as
+    the git-ignored ``runs/`` folder does.)
+
+    Source: book §8.4 and §9.4 (chapter 9 starts from chapter 8's model); a convenience, not an
+    algorithm.
+
+    Args:
+        tokenizer: the task's tokenizer (e.g. :func:`rlbook.lm.build_char_tokenizer`).
+        task: an :class:`rlbook.lm.AdditionTask`.
+        config: :class:`SFTConfig` (default values if None).
+        checkpoint: a folder path, or None to always train and save nothing.
+        model_seed: seed of the weight initialisation.
+        retrain: train (and overwrite ``checkpoint``) even when it matches; chapter 8 does, since
+            its subject is the training run itself.
+        progress: show a progress bar while training.
+    Returns:
+        ``(policy, history, loaded)``: the model (eval mode, on ``config.device``), the
+        :class:`History` of the training run (None when loaded), and whether it was loaded.
+    Raises:
+        ValueError: an invalid config value.
+    """
+    from pathlib import Path
+
+    from rlbook.lm.checkpoint import load_checkpoint, save_checkpoint
+    from rlbook.lm.model import build_policy, policy_config
+
+    config = config or SFTConfig()
+    device = get_device(config.device)
+    model_config = policy_config(tokenizer)
+    fingerprint = _sft_fingerprint(model_config, task, config, device)
+    fingerprint["model_seed"] = int(model_seed)
+    if checkpoint is not None and not retrain and Path(checkpoint).is_dir():
+        try:
+            policy, _, metadata = load_checkpoint(checkpoint, device=device)
+        except Exception:  # unreadable or foreign folder: train instead
+            metadata = {}
+        if metadata.get("fingerprint") == fingerprint:
+            return policy, None, True
+    policy = build_policy(model_config, seed=model_seed, device=device)
+    history = train_sft(policy, tokenizer, task, config, progress=progress)
+    if checkpoint is not None:
+        Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(policy, tokenizer, checkpoint, metadata={"fingerprint": fingerprint})
+    return policy, history, False
