@@ -266,3 +266,15 @@ def test_scoring_rejects_a_completion_batch_that_is_not_a_multiple_of_the_prompt
         completion_log_probs(POLICY, PROMPTS, torch.zeros(7, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="prompt_mask"):
         completion_log_probs(POLICY, PROMPTS, torch.zeros(6, 4, dtype=torch.long), prompt_mask=torch.ones(3, 2, dtype=torch.bool))
+
+
+def test_a_model_that_drops_its_cache_is_refused_not_sampled_wrongly():
+    """Gradient checkpointing in training mode turns the KV cache off (as TRL's trainer leaves a model);
+    decoding token by token without it would sample garbage silently."""
+    model = tiny_policy()
+    model.gradient_checkpointing_enable()
+    model.train()
+    with pytest.raises(ValueError, match="no key/value cache"):
+        sample(model=model)
+    model.eval()  # the fast path (eval mode) needs no HF cache and samples as before
+    assert torch.equal(sample(model=model, seed=3).completion_ids, sample(seed=3).completion_ids)

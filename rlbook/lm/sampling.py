@@ -195,6 +195,10 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
     kwargs = padding_kwargs(prompt_mask) if padded else {}
     out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P)
     past, logits = out.past_key_values, out.logits[:, -1, :]  # logits: (N, V)
+    if past is None:  # decoding one token at a time without the cache would sample garbage, silently
+        raise ValueError("`model` returned no key/value cache although use_cache=True was asked (gradient "
+                         "checkpointing in training mode turns the cache off): call model.eval() or "
+                         "model.gradient_checkpointing_disable() before sampling")
     if gpt2_fast.supported(model):  # padded prompts: the model's own prefill, then our decoding
         prefix = [(layer.keys, layer.values) for layer in past.layers]
         return _GPT2Decoder(model, prefix, mask, max_new_tokens), logits.repeat_interleave(num_samples, dim=0)
