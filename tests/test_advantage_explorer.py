@@ -53,6 +53,7 @@ def test_plot_returns_axes_and_annotates_vanishing_signal():
 
     ax = ae.plot_advantages([1, 0, 1], [3, 4, 5], "rloo", "token_mean")
     assert len(ax.patches) == 3
+    assert "RLOO" in ax.get_title() and "DAPO" in ax.get_title() and "token_mean" not in ax.get_title()
     ax2 = ae.plot_advantages([1, 1, 1], [3, 4, 5])
     assert any("no learning signal" in t.get_text() for t in ax2.texts)
     plt.close("all")

@@ -20,7 +20,7 @@ import torch
 from rlbook.advantages import group_relative_advantages, leave_one_out_advantages, maxrl_advantages
 from rlbook.aggregation import AGGREGATIONS, per_token_weights
 
-__all__ = ["ESTIMATORS", "advantage_table", "per_token_weights_for_group", "plot_advantages", "advantage_explorer"]
+__all__ = ["ESTIMATORS", "ESTIMATOR_LABELS", "AGGREGATION_LABELS", "advantage_table", "per_token_weights_for_group", "plot_advantages", "advantage_explorer"]
 
 ESTIMATORS = {
     "grpo": functools.partial(group_relative_advantages, scale="std"),
@@ -28,6 +28,12 @@ ESTIMATORS = {
     "rloo": leave_one_out_advantages,
     "maxrl": maxrl_advantages,
 }
+# names for people (figure titles, legends, the widget's menus); the keys are the code names
+ESTIMATOR_LABELS = {"grpo": "GRPO (÷ group std)", "grpo_no_std": "Dr. GRPO (no std)", "rloo": "RLOO (leave-one-out)",
+                    "maxrl": "MaxRL (÷ success rate)"}
+AGGREGATION_LABELS = {"seq_mean_token_mean": "GRPO: mean over answers of token means",
+                      "token_mean": "DAPO: mean over all tokens",
+                      "fixed_length_mean": "Dr. GRPO: sum ÷ (B · L_max)"}
 
 
 def advantage_table(rewards, estimator: str = "grpo", std: str = "population") -> np.ndarray:
@@ -132,7 +138,7 @@ def plot_advantages(rewards, lengths, estimator: str = "grpo", aggregation: str 
     ax.axhline(0.0, color="k", lw=0.8)
     ax.set_xticks(x, [f"r={r:g}\nL={int(n)}" for r, n in zip(rewards, lengths)], fontsize=7)
     ax.set_ylabel("push per token  Â·w")
-    ax.set_title(f"{estimator} × {aggregation}  (bar labels: Â)", fontsize=9)
+    ax.set_title(f"{ESTIMATOR_LABELS[estimator]}\n{AGGREGATION_LABELS[aggregation]}  (bar labels: Â)", fontsize=9)
     ax.margins(y=0.15)
     if np.all(np.asarray(rewards) == np.asarray(rewards)[0]):
         ax.text(0.5, 0.75, "all rewards equal:\nevery advantage is 0,\nno learning signal", transform=ax.transAxes,
@@ -156,8 +162,10 @@ def advantage_explorer(max_group_size: int = 8):
                                 layout=widgets.Layout(width="130px")) for i in range(max_group_size)]
     lengths = [widgets.IntSlider(value=4 + 3 * i, min=1, max=32, description=f"L{i}",
                                  layout=widgets.Layout(width="230px")) for i in range(max_group_size)]
-    estimator = widgets.Dropdown(options=list(ESTIMATORS), value="grpo", description="estimator")
-    aggregation = widgets.Dropdown(options=list(AGGREGATIONS), value="seq_mean_token_mean", description="aggregation")
+    estimator = widgets.Dropdown(options=[(ESTIMATOR_LABELS[k], k) for k in ESTIMATORS], value="grpo",
+                                 description="advantage")
+    aggregation = widgets.Dropdown(options=[(AGGREGATION_LABELS.get(k, k), k) for k in AGGREGATIONS],
+                                   value="seq_mean_token_mean", description="aggregation")
     out = widgets.Output()
 
     rows = [widgets.HBox([r, n]) for r, n in zip(rewards, lengths)]
