@@ -1,0 +1,336 @@
+"""A bridge to TRL: the book's GRPO recipe as a TRL ``GRPOTrainer``, with the loss checked equal.
+
+Chapters 9 and later train with :func:`rlbook.train_grpo`, a loop written to be read. To take a
+recipe to a real model on a GPU, use a production trainer, and make sure it optimises the same
+loss. This module does both halves:
+
+* :func:`to_trl_config` maps every :class:`rlbook.GRPOConfig` field that TRL has onto a
+  ``trl.GRPOConfig`` (and sets the TRL switches whose defaults differ from the book's, such as
+  ``use_bias_correction_kl``), and raises one error that names *every* setting TRL cannot express.
+* :func:`build_trl_trainer` makes a ``trl.GRPOTrainer`` for the book's model and task.
+* :func:`trl_loss` evaluates TRL's own loss code (``GRPOTrainer._compute_loss``) on a batch
+  given from outside, so a test can compare it with rlbook's loss and gradient on the same batch.
+
+The correspondence (rlbook ``per_token_loss`` × ``loss_aggregation`` → TRL ``loss_type``):
+
+=====================  ======================  ==========  ==============================================
+per_token_loss         loss_aggregation        TRL         normaliser
+=====================  ======================  ==========  ==============================================
+clipped_surrogate      seq_mean_token_mean     grpo        mean over sequences of per-sequence token means
+clipped_surrogate      token_mean              dapo        all response tokens of the batch
+clipped_surrogate      fixed_length_mean       dr_grpo     B · max_completion_length
+cispo                  token_mean              cispo       all response tokens of the batch
+=====================  ======================  ==========  ==============================================
+
+TRL's ``bnpo`` is the token mean of each micro-batch; with one micro-batch per step it equals
+``dapo``, and :func:`to_trl_config` maps ``token_mean`` to ``dapo``, whose normaliser is the whole
+batch's token count as in rlbook. TRL's ``cispo`` caps the weight at ``epsilon_high`` (a ratio, not
+an offset) and has no lower cap, so it expresses rlbook's CISPO only with ``clip_eps_low ≥ 1`` (no
+lower cap, as MiniMax-M1 uses), mapping ``epsilon_high = 1 + clip_eps_high``.
+
+Advantages: TRL's ``scale_rewards="group"`` divides by the *sample* std of the group
+(``torch.std``), plus 1e-4; rlbook's ``advantage_std="sample"`` divides by the same std plus 1e-6.
+The constants differ (TRL's is not configurable): for 0/1 rewards the group std is 0 (both give 0)
+or at least 0.35, so the advantages agree to a relative 3e-4. :func:`trl_loss` takes advantages
+as given, so the equality tests compare the losses themselves exactly.
+
+The policy: rlbook's sampler and scorer remove the special tokens other than EOS from the softmax
+(``forbidden_ids``), while TRL scores with the full vocabulary. The loss *functions* are the same;
+to compare them on one policy, :func:`rlbook_grpo_loss` scores with ``forbidden_ids=()`` by default.
+For a model that rarely emits those tokens (the book's, after supervised training) the two policies
+differ little; a TRL run can forbid them in sampling with ``generation_kwargs={"bad_words_ids":
+[[i] for i in rl.lm.forbidden_token_ids(tok)]}``.
+
+Monitoring settings with no TRL counterpart are not mapped: ``log_ref_kl`` (TRL logs the KL only
+when β > 0), ``eval_every`` and ``eval_num_problems`` (use TRL's ``eval_strategy`` and an eval
+data set).
+
+TRL is an optional dependency (``pip install "rlbook[trl]"``); this module imports it on use.
+
+Source: von Werra et al., TRL (2020–), ``GRPOTrainer._compute_loss`` and ``GRPOConfig``;
+Shao et al. 2024 (DeepSeekMath), arXiv:2402.03300, eq. 21; Yu et al. 2025 (DAPO),
+arXiv:2503.14476; Liu et al. 2025 (Dr. GRPO), arXiv:2503.20783; MiniMax 2025 (CISPO),
+arXiv:2506.13585.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import torch
+
+from rlbook.algos.grpo import GRPOConfig, _parts
+from rlbook.config import get_device
+from rlbook.lm.logprobs import completion_log_probs
+from rlbook.steps import grpo_microbatch_train_step
+
+__all__ = ["TRL_LOSS_TYPES", "require_trl", "trl_loss_type", "to_trl_config", "build_trl_trainer", "trl_loss",
+           "rlbook_grpo_loss"]
+
+TRL_LOSS_TYPES = {
+    ("clipped_surrogate", "seq_mean_token_mean"): "grpo",
+    ("clipped_surrogate", "token_mean"): "dapo",
+    ("clipped_surrogate", "fixed_length_mean"): "dr_grpo",
+    ("cispo", "token_mean"): "cispo",
+}
+
+
+def require_trl():
+    """Import and return the ``trl`` module, or raise an ImportError that says how to install it."""
+    try:
+        import trl  # noqa: F401
+        import datasets  # noqa: F401  (GRPOTrainer needs both)
+    except ImportError as err:
+        raise ImportError(f"the TRL bridge needs TRL and its `datasets` package ({err}); "
+                          "install them with `pip install \"rlbook[trl]\"` (or `pip install -e \".[trl]\"` in a clone)") from None
+    return trl
+
+
+def _problems(config: GRPOConfig) -> tuple[list[str], str | None]:
+    """The settings TRL cannot express (each as one sentence), and the TRL loss type if there is one."""
+    problems = []
+    estimator = config.advantage_estimator
+    if callable(estimator) or estimator not in ("grpo", "dr_grpo"):
+        problems.append(f"advantage_estimator={estimator!r}: TRL's GRPOTrainer computes group advantages only as "
+                        "(r − mean)/std ('grpo', scale_rewards='group') or r − mean ('dr_grpo', scale_rewards='none')")
+    elif estimator == "grpo" and config.advantage_std != "sample":
+        problems.append(f"advantage_std={config.advantage_std!r}: TRL divides by the sample std (÷(G−1), torch.std); "
+                        "set advantage_std='sample'")
+    aggregation = config.loss_aggregation
+    loss_type = None
+    if callable(aggregation):
+        problems.append("loss_aggregation=<callable>: TRL offers only its named loss types")
+    else:
+        loss_type = TRL_LOSS_TYPES.get((config.per_token_loss, aggregation))
+        if loss_type is None:
+            pairs = ", ".join(f"{p} × {a}" for p, a in TRL_LOSS_TYPES)
+            problems.append(f"per_token_loss={config.per_token_loss!r} with loss_aggregation={aggregation!r}: "
+                            f"TRL's loss types cover {pairs}")
+    if config.per_token_loss == "cispo" and config.clip_eps_low < 1.0:
+        problems.append(f"clip_eps_low={config.clip_eps_low!r} with per_token_loss='cispo': TRL's CISPO weight has no "
+                        "lower cap; set clip_eps_low ≥ 1 (no lower cap, as MiniMax-M1)")
+    if config.overlong_cache_length:
+        problems.append(f"overlong_cache_length={config.overlong_cache_length}: TRL's config has no soft overlong "
+                        "penalty; add trl.rewards.get_soft_overlong_punishment(max_new_tokens, overlong_cache_length) "
+                        "to the reward functions instead")
+    return problems, loss_type
+
+
+def trl_loss_type(config: GRPOConfig) -> str:
+    """TRL's ``loss_type`` for the config's per-token loss and aggregation (table in the module doc).
+
+    Raises:
+        ValueError: the pair has no TRL loss type (the message lists the pairs that do).
+    """
+    _, loss_type = _problems(config)
+    if loss_type is None:
+        raise ValueError(f"no TRL loss_type for per_token_loss={config.per_token_loss!r} with "
+                         f"loss_aggregation={config.loss_aggregation!r}; TRL's cover {sorted(TRL_LOSS_TYPES)}")
+    return loss_type
+
+
+def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides):
+    """A ``trl.GRPOConfig`` that trains what :func:`rlbook.train_grpo` trains with ``config``.
+
+    Mapped fields (rlbook → TRL): ``group_size`` → ``num_generations``; ``prompts_per_step`` ×
+    ``group_size`` → ``per_device_train_batch_size`` (TRL counts completions; one process, no
+    gradient accumulation, one generation per step); ``num_inner_epochs`` (μ) →
+    ``num_iterations``; ``num_steps`` × μ → ``max_steps`` (TRL counts optimiser steps, rlbook
+    generations); ``lr`` → ``learning_rate`` with a constant schedule, AdamW without weight decay
+    (as :func:`rlbook.grpo_optimizer`); ``clip_eps_low``/``clip_eps_high`` → ``epsilon``/
+    ``epsilon_high`` (for CISPO ``epsilon_high = 1 + clip_eps_high``, a cap on the ratio);
+    ``kl_coef`` → ``beta`` with ``use_bias_correction_kl=False`` (rlbook's k3 penalty is not
+    multiplied by the ratio); the per-token loss and aggregation → ``loss_type``;
+    ``advantage_estimator`` → ``scale_rewards``; ``temperature``; ``max_new_tokens`` →
+    ``max_completion_length``; ``max_grad_norm``; ``format_coef`` → ``reward_weights = [1,
+    format_coef]`` (pass the correctness and the format reward, in that order, as
+    ``reward_funcs``); ``seed``; ``device`` "cpu" → ``use_cpu``. Dropout is disabled and bf16 off
+    (rlbook trains in float32); TRL's GSPO switch ``importance_sampling_level`` stays "token"
+    (rlbook's ratio is per token).
+
+    Args:
+        config: an :class:`rlbook.GRPOConfig`.
+        output_dir: TRL's output folder (default: a new temporary folder).
+        **overrides: any ``trl.GRPOConfig`` field, applied last (e.g. ``logging_steps=1``,
+            ``bf16=True`` on a GPU).
+    Returns:
+        a ``trl.GRPOConfig``.
+    Raises:
+        ValueError: one message naming every rlbook setting TRL cannot express, each with what to
+            change (e.g. ``advantage_std='population'``; ``advantage_estimator='rloo'``;
+            ``per_token_loss='cispo'`` with ``clip_eps_low < 1``; a callable aggregation;
+            ``overlong_cache_length > 0``).
+        ImportError: TRL is not installed (the message says how to install it).
+    """
+    if not isinstance(config, GRPOConfig):
+        raise ValueError(f"`config` must be an rlbook.GRPOConfig; got {type(config).__name__}")
+    trl = require_trl()
+    problems, loss_type = _problems(config)
+    if problems:
+        raise ValueError("TRL cannot express these rlbook settings:\n  - " + "\n  - ".join(problems))
+    high = config.clip_eps_low if config.clip_eps_high is None else config.clip_eps_high
+    cpu = get_device(config.device).type == "cpu"
+    fields = dict(
+        output_dir=output_dir or tempfile.mkdtemp(prefix="rlbook-trl-"),
+        num_generations=config.group_size,
+        per_device_train_batch_size=config.prompts_per_step * config.group_size,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_iterations=config.num_inner_epochs,
+        max_steps=config.num_steps * config.num_inner_epochs,
+        learning_rate=config.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=config.max_grad_norm,
+        epsilon=config.clip_eps_low,
+        epsilon_high=(1.0 + high) if config.per_token_loss == "cispo" else high,
+        beta=config.kl_coef,
+        use_bias_correction_kl=False,
+        loss_type=loss_type,
+        importance_sampling_level="token",
+        scale_rewards="group" if config.advantage_estimator == "grpo" else "none",
+        mask_truncated_completions=False,
+        temperature=config.temperature,
+        max_completion_length=config.max_new_tokens,
+        seed=config.seed,
+        use_cpu=cpu,
+        bf16=False,
+        disable_dropout=True,
+        gradient_checkpointing=False,  # TRL's default recomputes activations: slower here, same math
+        report_to="none",
+        save_strategy="no",
+    )
+    if config.format_coef:
+        fields["reward_weights"] = [1.0, config.format_coef]
+    fields.update(overrides)
+    return trl.GRPOConfig(**fields)
+
+
+def build_trl_trainer(policy, tokenizer, task, config: GRPOConfig, num_prompts: int | None = None,
+                      output_dir: str | None = None, **overrides):
+    """A ``trl.GRPOTrainer`` for the book's model and task, configured by :func:`to_trl_config`.
+
+    The prompts are drawn from ``task``'s training split with ``config.seed``. TRL decodes
+    completions without special tokens, so the reward function adds the EOS back before calling
+    ``task.reward`` (a completion TRL cut at the token budget has no EOS and stays wrong only if
+    it is wrong: keep ``max_new_tokens`` above the answer length). With ``config.format_coef`` the
+    format reward is the second reward function.
+
+    Args:
+        policy: the causal LM (trained in place by ``trainer.train()``).
+        tokenizer: its tokenizer (``bos_token``, ``eos_token``, ``pad_token`` set).
+        task: an :class:`rlbook.lm.AdditionTask` (``sample_problems``, ``reward``, ``format_reward``).
+        config: an :class:`rlbook.GRPOConfig` that TRL can express.
+        num_prompts: prompts in the data set (default: enough for every step).
+        output_dir, **overrides: passed to :func:`to_trl_config`.
+    Returns:
+        a ``trl.GRPOTrainer`` (its ``beta`` is ``config.kl_coef``; see below).
+    Raises:
+        ValueError, ImportError: as :func:`to_trl_config`.
+
+    TRL builds its frozen reference model by loading the policy's hub id or folder again, which a
+    model built in memory does not have. With ``kl_coef > 0`` the policy is therefore saved to a
+    temporary folder and TRL is given that folder, so ``trainer.model`` is a copy of ``policy``
+    with the same weights.
+    """
+    trl = require_trl()
+    from datasets import Dataset
+
+    args = to_trl_config(config, output_dir=output_dir, **overrides)
+    count = num_prompts or config.prompts_per_step * (config.num_steps + 1)
+    problems = task.sample_problems(count, torch.Generator().manual_seed(config.seed))
+    bos = tokenizer.bos_token or ""
+    data = Dataset.from_dict({"prompt": [bos + p.prompt for p in problems]})
+
+    def correctness(prompts, completions, **kwargs):
+        return [task.reward(p[len(bos):], c + tokenizer.eos_token) for p, c in zip(prompts, completions)]
+
+    def format_reward(prompts, completions, **kwargs):
+        return [task.format_reward(p[len(bos):], c + tokenizer.eos_token) for p, c in zip(prompts, completions)]
+
+    reward_funcs = [correctness, format_reward] if config.format_coef else [correctness]
+    model = policy
+    if config.kl_coef > 0:
+        folder = tempfile.mkdtemp(prefix="rlbook-trl-policy-")
+        policy.save_pretrained(folder)
+        model = folder
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=data,
+                              processing_class=tokenizer)
+    if model is not policy:
+        trainer.model.to(next(policy.parameters()).dtype)
+    return trainer
+
+
+def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages,
+             old_log_probs=None, ref_log_probs=None) -> torch.Tensor:
+    """TRL's GRPO loss on one given batch, by TRL's own code (``GRPOTrainer._compute_loss``).
+
+    The batch is one optimiser step with no gradient accumulation (TRL's training mode with
+    ``current_gradient_accumulation_steps = 1``); the loss keeps its graph, so ``.backward()``
+    gives TRL's gradient in ``trainer.model``'s parameters. The KL term uses ``trainer.beta``.
+
+    Args:
+        trainer: a ``trl.GRPOTrainer`` (e.g. from :func:`build_trl_trainer`).
+        prompt_ids: (B, P) token ids, left-padded. prompt_mask: (B, P) 1 on real tokens.
+        completion_ids: (B, T) token ids, right-padded. completion_mask: (B, T) 1 on response tokens.
+        advantages: (B,) one advantage per completion.
+        old_log_probs: (B, T) log π_old, nats; None = the current policy's (ratio 1).
+        ref_log_probs: (B, T) log π_ref, nats; required when ``trainer.beta`` > 0.
+    Returns:
+        the 0-d loss (with grad).
+    Raises:
+        ValueError: ``ref_log_probs`` missing with β > 0; shapes that do not line up.
+    """
+    B, T = completion_ids.shape
+    if tuple(completion_mask.shape) != (B, T) or tuple(prompt_mask.shape) != tuple(prompt_ids.shape) or len(prompt_ids) != B:
+        raise ValueError(f"`prompt_ids`/`prompt_mask` must be (B, P) and `completion_mask` (B, T) = {(B, T)}; got "
+                         f"{tuple(prompt_ids.shape)}, {tuple(prompt_mask.shape)}, {tuple(completion_mask.shape)}")
+    if tuple(advantages.shape) != (B,):
+        raise ValueError(f"`advantages` must have shape (B,) = ({B},); got {tuple(advantages.shape)}")
+    if trainer.beta and ref_log_probs is None:
+        raise ValueError("`ref_log_probs` is required when trainer.beta > 0")
+    mask = completion_mask.long()
+    inputs = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask.long(), completion_ids=completion_ids,
+                  completion_mask=mask, advantages=advantages, num_items_in_batch=mask.sum())
+    if old_log_probs is not None:
+        inputs["old_per_token_logps"] = old_log_probs
+    if ref_log_probs is not None:
+        inputs["ref_per_token_logps"] = ref_log_probs
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    try:
+        return trainer._compute_loss(trainer.model, inputs)
+    finally:
+        trainer.model.eval()
+
+
+def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages, config: GRPOConfig,
+                     old_log_probs=None, ref_log_probs=None, forbidden_ids=()) -> torch.Tensor:
+    """rlbook's GRPO loss on one given batch, by the pieces :func:`rlbook.algos.grpo.grpo_step` uses.
+
+    Scores the completions with :func:`rlbook.lm.completion_log_probs` (at ``config.temperature``),
+    then one call of :func:`rlbook.grpo_microbatch_train_step` with the config's per-token loss,
+    clip band, aggregation and ``kl_coef``; that call runs ``backward()``, so the gradient is in
+    ``policy``'s parameters afterwards. The counterpart of :func:`trl_loss`.
+
+    Args:
+        policy: the causal LM.
+        prompt_ids, prompt_mask, completion_ids, completion_mask, advantages, old_log_probs,
+            ref_log_probs: as :func:`trl_loss` (old_log_probs None = ratio 1).
+        config: the :class:`rlbook.GRPOConfig` whose loss to compute.
+        forbidden_ids: token ids removed from the softmax (default none, TRL's policy).
+    Returns:
+        the 0-d loss (detached from nothing; its backward has already run).
+    Raises:
+        ValueError: as :func:`rlbook.grpo_microbatch_train_step`.
+    """
+    _, loss_type, cliprange, aggregate = _parts(config)
+    mask = completion_mask.bool()
+    log_probs = completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask.bool(), temperature=config.temperature,
+                                     forbidden_ids=forbidden_ids, completion_mask=mask)
+    old = log_probs.detach() if old_log_probs is None else old_log_probs
+    loss, _ = grpo_microbatch_train_step(log_probs, mask, 1, loss_type, advantages=advantages[:, None], old_log_probs=old,
+                                         cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref_log_probs,
+                                         kl_coef=config.kl_coef)
+    return loss

@@ -1,0 +1,165 @@
+"""The TRL bridge: config mapping, named errors, and rlbook's GRPO loss = TRL's own, value and gradient.
+
+The equality tests build one batch the way a GRPO step does (prompts from the task, completions
+sampled from the model, rewards from the verifier, group advantages, old log-probs that differ from
+the current ones so the clip acts, and a reference model's log-probs), then evaluate the loss with
+rlbook's pieces and with TRL's ``GRPOTrainer._compute_loss`` on the same float64 model, for every
+loss type both sides implement, with and without the KL term.
+"""
+
+import pytest
+import torch
+
+import rlbook as rl
+
+trl = pytest.importorskip("trl", reason="the TRL bridge tests need the `trl` extra: pip install -e '.[trl]'")
+pytest.importorskip("datasets", reason="TRL's GRPOTrainer needs `datasets` (the `trl` extra)")
+
+from rlbook import bridge  # noqa: E402
+
+TOK = rl.lm.build_char_tokenizer()
+TASK = rl.lm.AdditionTask()
+TINY = dict(n_layer=1, n_embd=32, n_head=2)
+
+VARIANTS = {
+    "grpo": dict(advantage_std="sample"),
+    "dapo": dict(advantage_std="sample", loss_aggregation="token_mean", clip_eps_high=0.28),
+    "dr_grpo": dict(advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean"),
+    "cispo": dict(advantage_std="sample", per_token_loss="cispo", loss_aggregation="token_mean", clip_eps_low=1.0,
+                  clip_eps_high=0.3),
+}
+
+
+def small_config(**fields):
+    return rl.GRPOConfig(group_size=4, prompts_per_step=3, num_steps=2, max_new_tokens=6, device="cpu", **fields)
+
+
+def make_batch(policy, config, seed=0):
+    """Prompts, sampled completions (variable lengths), rewards, advantages, old and ref log-probs."""
+    gen = torch.Generator().manual_seed(seed)
+    problems = TASK.sample_problems(config.prompts_per_step, gen)
+    prompt_ids, prompt_mask = rl.lm.encode_prompts(TOK, [p.prompt for p in problems])
+    batch = rl.lm.sample_completions(policy, prompt_ids, prompt_mask, num_samples=config.group_size, generator=gen,
+                                     max_new_tokens=config.max_new_tokens, eos_token_id=TOK.eos_token_id,
+                                     pad_token_id=TOK.pad_token_id, tokenizer=TOK)
+    rewards = torch.tensor([TASK.reward(problems[j // config.group_size].prompt, t) for j, t in enumerate(batch.texts)])
+    rewards = rewards + torch.rand(len(rewards), generator=gen)  # graded rewards: every group has signal
+    advantages = rl.algos.grpo._parts(config)[0](rewards, config.group_size).double()
+    P = prompt_ids.repeat_interleave(config.group_size, 0)
+    M = prompt_mask.repeat_interleave(config.group_size, 0)
+    with torch.no_grad():
+        now = rl.lm.completion_log_probs(policy, P, batch.completion_ids, M, completion_mask=batch.completion_mask).double()
+        ref_model = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=seed + 1, device="cpu").double()
+        ref = rl.lm.completion_log_probs(ref_model, P, batch.completion_ids, M, completion_mask=batch.completion_mask).double()
+    old = now + 0.3 * torch.randn(now.shape, generator=gen, dtype=torch.float64)  # ratios far enough from 1 to clip
+    return dict(prompt_ids=P, prompt_mask=M, completion_ids=batch.completion_ids, completion_mask=batch.completion_mask,
+                advantages=advantages, old_log_probs=old, ref_log_probs=ref)
+
+
+@pytest.mark.parametrize("kl_coef", [0.0, 0.04])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_rlbook_loss_equals_trl_loss_and_gradient(variant, kl_coef, tmp_path):
+    config = small_config(kl_coef=kl_coef, **VARIANTS[variant])
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu").double()
+    trainer = bridge.build_trl_trainer(policy, TOK, TASK, config, output_dir=str(tmp_path))
+    assert trainer.loss_type == variant and trainer.beta == kl_coef
+    model = trainer.model  # the policy itself, or (β > 0) TRL's reload of it: same weights
+    for a, b in zip(model.parameters(), policy.parameters()):
+        assert torch.equal(a, b)
+    batch = make_batch(model, config)
+    assert batch["completion_mask"].sum(1).unique().numel() > 1, "the batch should have completions of several lengths"
+
+    model.zero_grad(set_to_none=True)
+    loss_trl = bridge.trl_loss(trainer, **batch)
+    loss_trl.backward()
+    grads_trl = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    loss_rl = bridge.rlbook_grpo_loss(model, **batch, config=config)
+    grads_rl = [p.grad.clone() for p in model.parameters()]
+
+    assert abs(loss_rl.item() - loss_trl.item()) < 1e-6
+    worst = max((a - b).abs().max().item() for a, b in zip(grads_rl, grads_trl))
+    scale = max(a.abs().max().item() for a in grads_trl)
+    assert scale > 1e-3 and worst < 1e-6, (worst, scale)
+
+
+def test_the_clip_and_the_penalty_act_in_the_equality_batch():
+    """The equality is not between two zeros: the batch has clipped tokens and a non-zero KL."""
+    config = small_config(advantage_std="sample")
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu").double()
+    batch = make_batch(policy, config)
+    with torch.no_grad():
+        now = rl.lm.completion_log_probs(policy, batch["prompt_ids"], batch["completion_ids"], batch["prompt_mask"],
+                                         completion_mask=batch["completion_mask"]).double()
+    ratio = torch.exp(now - batch["old_log_probs"])
+    clipped = rl.clip_region(ratio, batch["advantages"][:, None].expand_as(ratio), 0.2, 0.2) & batch["completion_mask"]
+    assert clipped.any() and not clipped[batch["completion_mask"]].all()
+    assert rl.masked_mean(rl.kl_k3(now, batch["ref_log_probs"]), batch["completion_mask"]) > 0.01
+
+
+def test_a_wrong_rlbook_side_is_caught():
+    """The comparison has teeth: the token mean against TRL's sample-level "grpo" loss differs."""
+    config = small_config(advantage_std="sample", kl_coef=0.0)
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu").double()
+    trainer = bridge.build_trl_trainer(policy, TOK, TASK, config)
+    batch = make_batch(policy, config)
+    loss_trl = bridge.trl_loss(trainer, **batch)
+    wrong = small_config(advantage_std="sample", loss_aggregation="token_mean")
+    loss_wrong = bridge.rlbook_grpo_loss(policy, **batch, config=wrong)
+    assert abs(loss_wrong.item() - loss_trl.item()) > 1e-4
+
+
+def test_to_trl_config_maps_every_field():
+    config = rl.GRPOConfig(group_size=6, prompts_per_step=10, num_steps=7, num_inner_epochs=3, lr=3e-4,
+                           clip_eps_low=0.15, clip_eps_high=0.3, kl_coef=0.02, temperature=0.9, max_new_tokens=12,
+                           advantage_std="sample", loss_aggregation="token_mean", max_grad_norm=0.5, seed=5,
+                           format_coef=0.1, device="cpu")
+    args = bridge.to_trl_config(config, output_dir="/tmp/rlbook-trl-test", logging_steps=3)
+    assert args.num_generations == 6 and args.per_device_train_batch_size == 60
+    assert args.gradient_accumulation_steps == 1 and args.steps_per_generation == 1
+    assert args.num_iterations == 3 and args.max_steps == 21
+    assert args.learning_rate == 3e-4 and args.lr_scheduler_type == "constant" and args.weight_decay == 0.0
+    assert (args.epsilon, args.epsilon_high, args.beta) == (0.15, 0.3, 0.02)
+    assert args.use_bias_correction_kl is False and args.importance_sampling_level == "token"
+    assert args.loss_type == "dapo" and args.scale_rewards == "group" and args.mask_truncated_completions is False
+    assert (args.temperature, args.max_completion_length, args.max_grad_norm, args.seed) == (0.9, 12, 0.5, 5)
+    assert args.reward_weights == [1.0, 0.1] and args.use_cpu and not args.bf16 and args.logging_steps == 3
+    dr = bridge.to_trl_config(rl.GRPOConfig(advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean", device="cpu"))
+    assert dr.loss_type == "dr_grpo" and dr.scale_rewards == "none" and dr.epsilon_high == 0.2
+    cispo = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", per_token_loss="cispo", loss_aggregation="token_mean",
+                                               clip_eps_low=1.0, clip_eps_high=4.0, device="cpu"))
+    assert cispo.loss_type == "cispo" and cispo.epsilon_high == 5.0  # TRL caps the ratio itself
+
+
+def test_to_trl_config_names_every_setting_trl_cannot_express():
+    with pytest.raises(ValueError, match="advantage_std='population'.*sample std"):
+        bridge.to_trl_config(rl.GRPOConfig(device="cpu"))  # the book's default population std
+    config = rl.GRPOConfig(advantage_estimator="rloo", per_token_loss="cispo", loss_aggregation="seq_mean_token_mean",
+                           overlong_cache_length=2, device="cpu")
+    with pytest.raises(ValueError) as err:
+        bridge.to_trl_config(config)
+    message = str(err.value)
+    for named in ("advantage_estimator='rloo'", "per_token_loss='cispo' with loss_aggregation='seq_mean_token_mean'",
+                  "clip_eps_low=0.2 with per_token_loss='cispo'", "overlong_cache_length=2"):
+        assert named in message
+    with pytest.raises(ValueError, match="loss_aggregation=<callable>"):
+        bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", loss_aggregation=rl.token_mean, device="cpu"))
+    with pytest.raises(ValueError, match="rlbook.GRPOConfig"):
+        bridge.to_trl_config({"group_size": 8})
+    with pytest.raises(ValueError, match="no TRL loss_type"):
+        bridge.trl_loss_type(rl.GRPOConfig(per_token_loss="cispo"))
+    assert bridge.trl_loss_type(rl.GRPOConfig()) == "grpo"
+
+
+def test_trl_loss_checks_its_inputs():
+    config = small_config(advantage_std="sample", kl_coef=0.0)
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu")
+    trainer = bridge.build_trl_trainer(policy, TOK, TASK, config)
+    ids = torch.ones(4, 6, dtype=torch.long)
+    with pytest.raises(ValueError, match="advantages"):
+        bridge.trl_loss(trainer, ids, ids, ids[:, :3], ids[:, :3], torch.zeros(4, 1))
+    with pytest.raises(ValueError, match="completion_mask"):
+        bridge.trl_loss(trainer, ids, ids, ids[:, :3], ids[:, :2], torch.zeros(4))
+    trainer.beta = 0.1
+    with pytest.raises(ValueError, match="ref_log_probs"):
+        bridge.trl_loss(trainer, ids, ids, ids[:, :3], ids[:, :3], torch.zeros(4))
