@@ -35,7 +35,11 @@ import torch
 import rlbook as rl
 
 rl.seed_everything(0)
-torch.set_num_threads(2)
+# One thread. A model this small gains little from a second one, and a busy machine then slows the
+# chapter down gently instead of many-fold (two threads fighting another process for two cores
+# stall each other). The thread count also changes the order of float sums and so the trained
+# weights: chapter 9 uses one thread too, so it can reuse the model trained here (§8.4).
+torch.set_num_threads(1)
 device = rl.get_device()
 print("size:", rl.get_size())
 
@@ -201,11 +205,20 @@ print("cached log-probs = full re-scoring:", torch.allclose(rescored, a.log_prob
 # RL from a verifiable reward shines: the knowledge is there, and the reward tells the policy which of
 # its own habits to keep. (`SFTConfig` also has a `carry_noise` knob for a *systematic* slip, a
 # forgotten carry; exercise 2 shows why that one is much harder for RL to undo.)
+#
+# `rl.lm.load_or_train_sft` builds the model from the seed above, trains it with `rl.lm.train_sft`,
+# and saves it atomically (a crash while writing leaves any old copy intact) to
+# `runs/checkpoints/ch08_sft/`, together with a fingerprint of everything that decided its weights
+# (the settings, the model, the task, the torch version, thread count and device, the training code).
+# Chapter 9 starts from this model: it loads the checkpoint when the fingerprint matches its own
+# settings, so the two chapters start RL from the same weights, and trains the identical model
+# itself when the checkpoint is missing.
 
 # %%
 sft_config = rl.lm.SFTConfig(num_steps=rl.by_size(small=rl.lm.SFTConfig.num_steps, full=2000), seed=0)
 print(sft_config)
-sft_history = rl.lm.train_sft(policy, tok, task, sft_config)
+SFT_CHECKPOINT = rl.runs_dir() / "checkpoints" / "ch08_sft"
+policy, sft_history, _ = rl.lm.load_or_train_sft(tok, task, sft_config, checkpoint=SFT_CHECKPOINT, retrain=True)
 print(f"SFT: {sft_config.num_steps} steps, final loss {sft_history['loss'][-20:].mean():.3f}")
 
 # %%
@@ -213,7 +226,7 @@ fig, ax = plt.subplots(figsize=(5, 2.8), dpi=80)
 ax.plot(sft_history["loss"], lw=0.8, label="batch loss")
 ax.plot(rl.rolling_mean(sft_history["loss"], 25), lw=1.5, label="rolling mean (25)")
 ax.set_xlabel("SFT step"); ax.set_ylabel("cross-entropy (nats / token)")
-ax.set_ylim(0, 3); ax.legend(fontsize=8); ax.set_title("supervised training from scratch", fontsize=9)
+ax.set_ylim(0, 3); ax.legend(fontsize=8); ax.set_title("Supervised training from scratch", fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -269,7 +282,7 @@ fig, ax = plt.subplots(figsize=(5, 2.8), dpi=80)
 ax.plot(ks, curve, "o-", ms=3, label="pass@k (held-out)")
 ax.axhline(sft_eval["greedy_accuracy"], color="C2", ls="--", label="greedy accuracy")
 ax.set_xlabel("k"); ax.set_ylabel("probability"); ax.set_ylim(0, 1.02); ax.legend(fontsize=8)
-ax.set_title("after SFT: the gap between pass@1 and pass@k is the room for RL", fontsize=9)
+ax.set_title("After SFT: the gap between pass@1 and pass@k is the room for RL", fontsize=9)
 plt.tight_layout();
 
 # %%
@@ -281,7 +294,11 @@ assert sft_eval["greedy_accuracy"] > 0.8, "the favourite answer should be right"
 # Read the plot: one sample is right less than half the time, yet eight samples almost always contain
 # the right answer, and the single most likely answer is nearly always right. The model has learned
 # addition; it just says something else too often. Chapter 9 turns that gap into accuracy with GRPO.
-#
+
+# %%
+rl.claim("one sample is right less than half the time", sft_eval["pass@1"], high=0.5);
+
+# %% [markdown]
 # ## 8.6 Why a question → answer task is a bandit
 #
 # Different questions do not influence each other: answering `"07+42="` does not change which
@@ -316,18 +333,21 @@ top = probs.argsort(descending=True)[:5]
 print(f"{q.prompt}: mass on well-formed answers {probs.sum():.3f}; π(right answer {q.answer}) = {probs[int(q.answer)]:.3f}")
 print("most likely answers:", [(answers[i], round(float(probs[i]), 3)) for i in top])
 assert 0.9 < float(probs.sum()) <= 1.0 + 1e-4
+assert answers[top[0]] == q.answer, "the right answer should be the favourite"
+assert all(sum(x != y for x, y in zip(answers[i], q.answer)) == 1 for i in top[1:]), "runners-up are one digit away"
+rl.claim("roughly 40% of it", probs[int(q.answer)], 0.4, abs=0.15);
 
 # %% [markdown]
-# The checkpoint is saved atomically (a crash while writing leaves the old one intact) under a
-# git-ignored folder, and any local causal-LM folder loads the same way, so a reader with a GPU can
-# swap in a real model with `rl.lm.load_policy("path/to/model")`.
+# The checkpoint saved in §8.4 is an ordinary `save_pretrained` folder (in the git-ignored `runs/`),
+# and any local causal-LM folder loads the same way, so a reader with a GPU can swap in a real model
+# with `rl.lm.load_policy("path/to/model")`. Reloading gives back the same function, logit for logit:
 
 # %%
-path = rl.lm.save_checkpoint(policy, tok, "checkpoints/ch08_sft", metadata={"sft_steps": sft_config.num_steps})
-reloaded, reloaded_tok, meta = rl.lm.load_checkpoint(path, device=device)
+reloaded, reloaded_tok, meta = rl.lm.load_checkpoint(SFT_CHECKPOINT, device=device)
 with torch.no_grad():
-    same = torch.equal(reloaded(input_ids=prompt_ids[:2]).logits, policy(input_ids=prompt_ids[:2]).logits)
-print("reloaded", meta, "identical logits:", same)
+    same = torch.equal(reloaded(input_ids=prompt_ids[:2].to(device)).logits, policy(input_ids=prompt_ids[:2].to(device)).logits)
+print("reloaded from runs/checkpoints/ch08_sft; SFT steps:", meta["fingerprint"]["sft_config"]["num_steps"], "; identical logits:", same)
+assert same
 
 # %%
 _ = rl.report_headline(
@@ -358,10 +378,10 @@ _ = rl.report_headline(
 #    column to its left. What log-probabilities do you get for `</s>`, and why is the mistake easy to
 #    miss when the loss still goes down?
 # 2. **Systematic versus random noise.** Train with `SFTConfig(label_noise=0.5, carry_noise=0.6,
-#    num_steps=700)`: 60% of the labels also forget the carry out of the units column. Predict pass@1,
-#    pass@8 and greedy accuracy before you measure them (about 0.31, 0.84 and 0.53 for seed 0), and
-#    explain why greedy decoding fails on problems with a units carry. Then run chapter 9's GRPO on
-#    it: in our run pass@1 rose only to 0.60. Why is a *systematic* slip, the favourite answer, so much
+#    num_steps=700)`: 60% of the labels also forget the carry out of the units column. Before you
+#    measure, work out which label is the most frequent one for a problem with a units carry, and
+#    predict what greedy decoding does on those problems. Then run chapter 9's GRPO on it and compare
+#    the gain in pass@1 with chapter 9's. Why is a *systematic* slip, the favourite answer, so much
 #    harder for RL to undo than random slips? (Look at the entropy curve.)
 # 3. **Naive pass@k.** For `sft_eval["num_correct"]`, plot the naive $1 - (1 - c/n)^k$ next to (8.4).
 #    Which is larger, and by how much at $k = 8$?
@@ -371,3 +391,139 @@ _ = rl.report_headline(
 #    reward?
 # 5. **Temperature.** Evaluate pass@1 and pass@8 at temperatures 0.5, 1 and 1.5. Lowering the
 #    temperature raises pass@1 here. Why is that not the same thing as what RL does?
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+#
+# Exercises 2 and 5 ask for training or evaluation runs; the cells below run the parts that take a few
+# seconds and say what the longer runs show and why.
+#
+# ### Solution to exercise 1
+#
+# Read each completion token's log-probability from the logits of its *own* column, $z_{P+t}$, instead of
+# $z_{P+t-1}$. That column has already seen the token, and it predicts the *next* one:
+
+# %% tags=["solution"]
+prompt_part, _ = rl.lm.encode_prompts(tok, ["60+44="])  # the prompt exactly as the sampler encodes it
+answer_part = torch.tensor([tok("104", add_special_tokens=False).input_ids + [tok.eos_token_id]])
+ids, P = torch.cat([prompt_part, answer_part], dim=1).to(device), prompt_part.shape[1]
+with torch.no_grad():
+    z = policy(input_ids=ids).logits.float()
+right = rl.lm.token_log_probs(z[:, P - 1:-1], ids[:, P:])
+wrong = rl.lm.token_log_probs(z[:, P:], ids[:, P:])
+print("tokens                :", tok.convert_ids_to_tokens(ids[0, P:].tolist()))
+print("log π, left column    :", right.cpu().numpy().round(2))
+print("log π, same column    :", wrong.cpu().numpy().round(2))
+assert wrong.sum() < right.sum()
+
+# %% [markdown] tags=["solution"]
+# With the right column the answer `104</s>` is likely (its log-probabilities are close to 0 where the
+# model is sure). With the same column each token is scored as if it were its own successor, so the
+# numbers are nonsense; for `</s>` the same column is the one *after* the end, which training never
+# reaches. The mistake is easy to miss because training with it still lowers the loss, fast: the model
+# can see the token it is asked to predict and learns to copy its input, which says nothing about
+# writing answers. A check against an independent loop (`rl.reference.token_log_probs_loop`, §8.2) or
+# a sampled answer's cached log-probabilities (§8.3) catches it at once.
+#
+# ### Solution to exercise 2
+#
+# Count the labels. For a problem with a carry out of the units column, the carry slip is applied first
+# with probability 0.6, then a random one-digit change with probability 0.5 (spread over about 27
+# different mistakes). So the right label appears with probability $0.4 \times 0.5 = 0.2$ and the
+# slipped one with $0.6 \times 0.5 = 0.3$: the slip is the single most likely label, and maximum
+# likelihood makes it the favourite. Greedy decoding, which outputs the favourite, is therefore wrong
+# on almost every problem with a units carry (45 of every 100 pairs of digits $a_0, b_0$ have
+# $a_0 + b_0 \ge 10$), while it stays right on the others. We can check the label frequencies without training:
+
+# %% tags=["solution"]
+_, _, target_ids, target_mask, _ = rl.lm.sft_batch(tok, task, 4096, 0.5, torch.Generator().manual_seed(0),
+                                                    carry_noise=0.6)
+problems_drawn = task.sample_problems(4096, torch.Generator().manual_seed(0))
+labels = [tok.decode(t[m].tolist()).replace(tok.eos_token, "") for t, m in zip(target_ids, target_mask)]
+has_carry = [task.carry_slip(p) != p.answer for p in problems_drawn]
+right_share = np.mean([lab == p.answer for lab, p, c in zip(labels, problems_drawn, has_carry) if c])
+slip_share = np.mean([lab == task.carry_slip(p) for lab, p, c in zip(labels, problems_drawn, has_carry) if c])
+print(f"problems with a units carry: {np.mean(has_carry):.2f};  on them, right label {right_share:.3f}, "
+      f"carry slip {slip_share:.3f}")
+assert slip_share > right_share
+
+# %% [markdown] tags=["solution"]
+# (The first line checks that `sft_batch` draws its problems before anything else from the generator,
+# so `problems_drawn` are the problems behind `labels`; the shares are close to the $0.2$ and $0.3$
+# computed above, the small excess of right labels coming from random digit changes that happen to
+# undo a slip.)
+#
+# GRPO then helps much less than in chapter 9. In expectation its gradient does favour the right
+# answer, but the signal from a problem is proportional to how often both a right and a wrong answer
+# appear in its group, and the right answer is now a minority that is rarely sampled. Meanwhile RL
+# sharpens the policy everywhere (the entropy curve falls quickly), and on a carry problem sharpening
+# concentrates the mass on the favourite, the slip. Once all $G$ samples of a problem are the slip,
+# its group has zero variance and contributes nothing: the mistake is locked in. Random slips are
+# different: there the right answer is the favourite, so sharpening and correcting are the same move.
+#
+# ### Solution to exercise 3
+
+# %% tags=["solution"]
+c = sft_eval["num_correct"]
+unbiased = rl.pass_at_k(n_samples, c, 8).mean()
+naive = (1 - (1 - c / n_samples) ** 8).mean()
+print(f"pass@8: unbiased {unbiased:.4f}, naive {naive:.4f}, naive − unbiased {naive - unbiased:+.4f}")
+assert naive <= unbiased + 1e-12
+
+# %% [markdown] tags=["solution"]
+# The naive estimate is the smaller. Per problem, $1 - (1 - c/n)^k$ draws the $k$ tries *with*
+# replacement from the $n$ samples, so a wrong sample can be drawn twice, and the chance that all $k$
+# are wrong is larger than without replacement, which is what (8.4) computes. Averaged over the sampling
+# of $c$, the naive value is also below the true pass@k, by Jensen's inequality: $(1 - p)^k$ is convex
+# in $p$. The gap is largest for problems with few right samples, where it matters most.
+#
+# ### Solution to exercise 4
+
+# %% tags=["solution"]
+def lenient_reward(prompt, completion):
+    """Pays an answer that is right once every special token is removed (the hackable verifier)."""
+    for special in tok.all_special_tokens:
+        completion = completion.replace(special, "")
+    return task.reward(prompt, completion + tok.eos_token)
+
+
+probe = held_out[:200]
+prompt_ids, prompt_mask = rl.lm.encode_prompts(tok, [p.prompt for p in probe])
+unguarded = rl.lm.sample_completions(policy, prompt_ids.to(device), prompt_mask.to(device), num_samples=8,
+                                     generator=torch.Generator(device=device).manual_seed(0),
+                                     **{**sample_args, "forbidden_ids": []})
+paid = [(lenient_reward(probe[j // 8].prompt, t), task.reward(probe[j // 8].prompt, t)) for j, t in enumerate(unguarded.texts)]
+hacks = sum(1 for lenient, strict in paid if lenient and not strict)
+print(f"{len(paid)} completions: lenient pays {sum(l for l, _ in paid):.0f}, strict pays {sum(s for _, s in paid):.0f}, "
+      f"paid only by the lenient reward: {hacks}")
+assert all(lenient >= strict for lenient, strict in paid)
+
+# %% [markdown] tags=["solution"]
+# The supervised model never saw a special token inside an answer, so it rarely writes one and the
+# count starts small. Train on the lenient reward, though, and nothing ever pushes those tokens down: a
+# right answer with a stray `<pad>` is paid exactly like a clean one, so the stray token is reinforced
+# with every success it rides along with, while nothing penalises it. Its probability drifts up, and
+# with a reward that also pays for something *easier* to produce with special tokens (a format check
+# that counts characters, say) it is actively selected for. That is why the verifier is strict, and
+# why the sampler forbids special tokens other than `</s>` in the first place.
+#
+# ### Solution to exercise 5
+
+# %% tags=["solution"]
+for temperature in (0.5, 1.0, 1.5):
+    ev = rl.evaluate(policy, tok, held_out[:200], num_samples=16, k=8, temperature=temperature, seed=1)
+    print(f"temperature {temperature}: pass@1 {ev['pass@1']:.3f}   pass@8 {ev['pass@8']:.3f}")
+    if temperature == 0.5:
+        cold = ev["pass@1"]
+assert cold > sft_eval["pass@1"], "a lower temperature should raise pass@1 when the favourite is right"
+
+# %% [markdown] tags=["solution"]
+# Lowering the temperature divides every logit by $\tau < 1$, which moves mass towards each position's
+# favourite token, on every problem alike. Here the favourite answer is right (high greedy accuracy),
+# so pass@1 rises, while pass@8, already close to 1, has little left to gain; at a high temperature
+# both fall, as the mass spreads over wrong answers. RL does
+# something else. It changes the model's weights using the *reward*, so it raises the right answer
+# whether or not it is the favourite, and it can lower a favourite that is wrong. With the carry slip
+# of exercise 2, a low temperature would make pass@1 on carry problems *worse*, while the reward still
+# points the other way. Temperature is a decoding choice that reuses what the model already ranks
+# first; RL changes the ranking.
