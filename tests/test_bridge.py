@@ -27,7 +27,10 @@ VARIANTS = {
     "dr_grpo": dict(advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean"),
     "cispo": dict(advantage_std="sample", per_token_loss="cispo", loss_aggregation="token_mean", clip_eps_low=1.0,
                   clip_eps_high=0.3),
+    # TRL's bnpo is the token mean of each micro-batch: with one micro-batch, rlbook's token_mean again
+    "bnpo": dict(advantage_std="sample", loss_aggregation="token_mean", clip_eps_high=0.28),
 }
+TRL_OVERRIDES = {"bnpo": dict(loss_type="bnpo")}
 
 
 def small_config(**fields):
@@ -61,7 +64,7 @@ def make_batch(policy, config, seed=0):
 def test_rlbook_loss_equals_trl_loss_and_gradient(variant, kl_coef, tmp_path):
     config = small_config(kl_coef=kl_coef, **VARIANTS[variant])
     policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu").double()
-    trainer = bridge.build_trl_trainer(policy, TOK, TASK, config, output_dir=str(tmp_path))
+    trainer = bridge.build_trl_trainer(policy, TOK, TASK, config, output_dir=str(tmp_path), **TRL_OVERRIDES.get(variant, {}))
     assert trainer.loss_type == variant and trainer.beta == kl_coef
     model = trainer.model  # the policy itself, or (β > 0) TRL's reload of it: same weights
     for a, b in zip(model.parameters(), policy.parameters()):
