@@ -257,6 +257,8 @@ def test_clip_eps_rejects_negative_and_non_finite(bad, name):
 
 def test_configs_accept_what_the_loss_accepts():
     for low, high in ((1.0, 0.28), (5.0, 3.0), (0.0, 0.0), (0.2, None)):
-        rl.GRPOConfig(clip_eps_low=low, clip_eps_high=high)
+        config = rl.GRPOConfig(clip_eps_low=low, clip_eps_high=high)
+        assert (config.clip_eps_low, config.clip_eps_high) == (low, high)
         rl.PPOConfig(clip_eps_low=low, clip_eps_high=high).validate()
-        rl.clipped_surrogate_loss(torch.zeros(2), torch.zeros(2), torch.ones(2), low, high)
+        loss = rl.clipped_surrogate_loss(torch.zeros(2), torch.zeros(2), torch.ones(2), low, high)
+        assert torch.equal(loss, -torch.ones(2))  # ρ = 1 sits inside every band: the loss is −Â
