@@ -594,7 +594,9 @@ try:
     bridge.to_trl_config(rl.GRPOConfig(device="cpu")) if HAVE_TRL else None
 except ValueError as err:
     print(err)
-recipe = rl.GRPOConfig(advantage_std="sample", kl_coef=0.04, group_size=8, prompts_per_step=4, num_steps=5, seed=0)
+# device="cpu": the float64 comparison below runs on the CPU, also on a machine with a GPU
+recipe = rl.GRPOConfig(advantage_std="sample", kl_coef=0.04, group_size=8, prompts_per_step=4, num_steps=5, seed=0,
+                       device="cpu")
 if HAVE_TRL:
     trl_args = bridge.to_trl_config(recipe)
     print({name: getattr(trl_args, name) for name in ("loss_type", "num_generations", "per_device_train_batch_size",
