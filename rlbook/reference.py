@@ -185,20 +185,11 @@ def gae_loop(rewards, values, next_values, terminated, truncated, gamma, gae_lam
     """GAE as the explicit sum Â_t = Σ_{l≥0} (γλ)^l δ_{t+l}, stopping after the step that ends the episode.
 
     1-D inputs of length T; returns (advantages, returns) as float lists. A forward double loop,
-    deliberately not the backward recursion used by :func:`rlbook.gae`.
+    deliberately not the backward recursion used by :func:`rlbook.gae`: the constant-γ case of
+    :func:`gae_per_step_discount_loop`.
     """
-    T = len(rewards)
-    deltas = td_errors_loop(rewards, values, next_values, terminated, gamma)
-    advantages = []
-    for t in range(T):
-        total, weight = 0.0, 1.0
-        for k in range(t, T):
-            total += weight * deltas[k]
-            if bool(terminated[k]) or bool(truncated[k]):
-                break
-            weight *= gamma * gae_lambda
-        advantages.append(total)
-    return advantages, [a + float(v) for a, v in zip(advantages, values)]
+    return gae_per_step_discount_loop(rewards, values, next_values, terminated, truncated,
+                                      [gamma] * len(rewards), gae_lambda)
 
 
 def n_step_returns_loop(rewards, values, next_values, terminated, truncated, gamma, n):
