@@ -11,12 +11,7 @@ from rlbook.algos.trpo import TRPOConfig, train_trpo
 RANDOM_POLICY_RETURN = 22.0
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_ppo_tiny_config_runs_and_logs_every_metric():
