@@ -45,6 +45,14 @@ def as_float_tensor(name: str, x, dtype: torch.dtype | None = None) -> torch.Ten
     return x
 
 
+def broadcasts_to(shape, target_shape) -> bool:
+    """True if a tensor of ``shape`` broadcasts to ``target_shape`` without enlarging it."""
+    try:
+        return tuple(torch.broadcast_shapes(tuple(shape), tuple(target_shape))) == tuple(target_shape)
+    except RuntimeError:
+        return False
+
+
 def check_nonempty(name: str, x: torch.Tensor) -> None:
     """Raise ``ValueError`` if ``x`` has no elements."""
     if x.numel() == 0:

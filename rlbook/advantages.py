@@ -40,11 +40,7 @@ def _discounts(gamma, rewards: torch.Tensor):
         _checks.check_in_range("gamma", gamma, 0.0, 1.0)
         return gamma
     gamma = _checks.as_float_tensor("gamma", gamma, dtype=rewards.dtype).to(rewards.device)
-    try:
-        ok = torch.broadcast_shapes(gamma.shape, rewards.shape) == rewards.shape
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if not _checks.broadcasts_to(gamma.shape, rewards.shape):
         raise ValueError(
             f"`gamma` must be a float or a tensor of per-step discounts broadcasting to the shape of "
             f"`rewards` {tuple(rewards.shape)}; got shape {tuple(gamma.shape)}"

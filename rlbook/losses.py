@@ -45,11 +45,7 @@ def _clip_bounds(clip_eps_low, clip_eps_high) -> tuple[float, float]:
 
 def _check_broadcasts_to(name: str, x: torch.Tensor, shape: torch.Size, target: str = "log_probs") -> None:
     """Raise ValueError unless ``x`` broadcasts to ``shape`` without enlarging it."""
-    try:
-        ok = torch.broadcast_shapes(x.shape, shape) == shape
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if not _checks.broadcasts_to(x.shape, shape):
         raise ValueError(f"`{name}` must broadcast to the shape of `{target}` {tuple(shape)}; got {tuple(x.shape)}")
 
 

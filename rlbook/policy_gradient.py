@@ -148,11 +148,7 @@ def reinforce_loss(log_probs, weights) -> torch.Tensor:
     _checks.check_min_ndim("log_probs", log_probs, 1)
     _checks.check_nonempty("log_probs", log_probs)
     weights = _checks.as_float_tensor("weights", weights, dtype=log_probs.dtype).to(log_probs.device)
-    try:
-        ok = torch.broadcast_shapes(log_probs.shape, weights.shape) == log_probs.shape
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if not _checks.broadcasts_to(weights.shape, log_probs.shape):
         raise ValueError(f"`weights` must broadcast to the shape of `log_probs` {tuple(log_probs.shape)}; "
                          f"got {tuple(weights.shape)}")
     return -log_probs * weights.detach()

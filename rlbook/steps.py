@@ -146,11 +146,7 @@ def _per_sequence(name, x, log_probs):
     x = _checks.as_float_tensor(name, x, dtype=log_probs.dtype).to(log_probs.device)
     if x.dim() == 1 and x.shape[0] == log_probs.shape[0]:
         x = x[:, None]
-    try:
-        ok = torch.broadcast_shapes(x.shape, log_probs.shape) == log_probs.shape
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if not _checks.broadcasts_to(x.shape, log_probs.shape):
         raise ValueError(f"`{name}` must have shape (B, 1) (or (B,) or (B, T)) for `policy_log_probs` "
                          f"{tuple(log_probs.shape)}; got {tuple(x.shape)}")
     return x
