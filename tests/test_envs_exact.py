@@ -21,7 +21,7 @@ def _autograd_grad(mdp, logits, horizon=None):
     return grad
 
 
-def _within_4_se(samples, exact):
+def _assert_within_4_se(samples, exact):
     """Every coordinate of the sample mean within 4 standard errors of ``exact``."""
     n = samples.shape[0]
     se = samples.std(0) / math.sqrt(n)
@@ -64,7 +64,7 @@ def test_bandit_monte_carlo_within_4_standard_errors(bandit, baseline):
     logits = _logits((bandit.num_arms,), 1)
     samples = bandit.score_function_samples(logits, 4000, torch.Generator().manual_seed(0), baseline)
     assert samples.shape == (4000, bandit.num_arms)
-    _within_4_se(samples, bandit.exact_gradient(logits))
+    _assert_within_4_se(samples, bandit.exact_gradient(logits))
     torch.testing.assert_close(bandit.score_function_estimate(logits, 4000, 0, baseline), samples.mean(0))
 
 
@@ -175,7 +175,7 @@ def test_tabular_monte_carlo_within_4_standard_errors(case, kind):
     mdp, H = _finite_cases()[case]
     logits = _logits((mdp.num_states, mdp.num_actions), case)
     samples = mdp.score_function_samples(logits, 3000, H, torch.Generator().manual_seed(case), kind=kind)
-    _within_4_se(samples, mdp.exact_policy_gradient(logits, H, kind=kind))
+    _assert_within_4_se(samples, mdp.exact_policy_gradient(logits, H, kind=kind))
 
 
 def test_sampler_is_consistent_with_J_and_padding():
