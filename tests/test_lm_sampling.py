@@ -269,11 +269,23 @@ def test_scoring_rejects_a_completion_batch_that_is_not_a_multiple_of_the_prompt
 
 
 def test_a_model_that_drops_its_cache_is_refused_not_sampled_wrongly():
-    """Gradient checkpointing in training mode turns the KV cache off (as TRL's trainer leaves a model);
-    decoding token by token without it would sample garbage silently."""
+    """A model that returns no key/value cache although use_cache=True was asked (gradient
+    checkpointing in training mode did this in transformers 4.x, as TRL's trainer leaves a model)
+    is refused: decoding token by token without the cache would sample garbage silently."""
     model = tiny_policy()
-    model.gradient_checkpointing_enable()
-    model.train()
+    model.train()  # training mode: the sampler takes the model's own forward, not the fast path
+    forward = model.forward
+
+    def forward_without_cache(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        out.past_key_values = None
+        return out
+
+    model.forward = forward_without_cache
+    with pytest.raises(ValueError, match="no key/value cache"):
+        sample(model=model)
+    del model.forward  # the class's forward again
+    model.gradient_checkpointing_enable()  # drops the cache at the prefill (transformers 4) or after it (5.x)
     with pytest.raises(ValueError, match="no key/value cache"):
         sample(model=model)
     model.eval()  # the fast path (eval mode) needs no HF cache and samples as before

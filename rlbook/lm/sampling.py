@@ -180,6 +180,24 @@ def sample_completions(
     return result
 
 
+_NO_CACHE = ("`model` returned no key/value cache although use_cache=True was asked (gradient "
+                         "checkpointing in training mode turns the cache off): call model.eval() or "
+                         "model.gradient_checkpointing_disable() before sampling")
+
+
+def _cached_length(past) -> int | None:
+    """Positions held by a key/value cache: 0 for None or an empty cache (transformers 4 returns None,
+    5.x an empty ``DynamicCache``, when gradient checkpointing turns the cache off in training mode);
+    None for a cache of a kind we cannot measure (a custom model's own state)."""
+    if past is None:
+        return 0
+    if hasattr(past, "get_seq_length"):
+        return int(past.get_seq_length())
+    if isinstance(past, (tuple, list)) and past and isinstance(past[0], (tuple, list)):
+        return int(past[0][0].shape[-2])  # legacy tuple of per-layer (keys, values)
+    return None
+
+
 def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens):
     """Encode the N prompts once; return (decode, logits): decode(tokens (B,)) -> next logits (B, V).
 
@@ -195,10 +213,8 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
     kwargs = padding_kwargs(prompt_mask) if padded else {}
     out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P)
     past, logits = out.past_key_values, out.logits[:, -1, :]  # logits: (N, V)
-    if past is None:  # decoding one token at a time without the cache would sample garbage, silently
-        raise ValueError("`model` returned no key/value cache although use_cache=True was asked (gradient "
-                         "checkpointing in training mode turns the cache off): call model.eval() or "
-                         "model.gradient_checkpointing_disable() before sampling")
+    if _cached_length(past) not in (None, prompt_ids.shape[1]):  # decoding without it would sample garbage
+        raise ValueError(_NO_CACHE)
     if gpt2_fast.supported(model):  # padded prompts: the model's own prefill, then our decoding
         prefix = [(layer.keys, layer.values) for layer in past.layers]
         return _GPT2Decoder(model, prefix, mask, max_new_tokens), logits.repeat_interleave(num_samples, dim=0)
@@ -219,7 +235,10 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
             state["attn"] = torch.cat([state["attn"], torch.ones_like(state["attn"][:, :1])], dim=1)
             kwargs = {"attention_mask": state["attn"], "position_ids": state["pos"]}
             state["pos"] = state["pos"] + 1
+        cached = _cached_length(state["past"])  # before the call: a cache object grows in place
         out = model(input_ids=feed[:, None], past_key_values=state["past"], use_cache=True, **kwargs)
+        if cached is not None and _cached_length(out.past_key_values) != cached + 1:  # as at the prefill
+            raise ValueError(_NO_CACHE)
         state["past"] = out.past_key_values
         return out.logits[:, -1, :]
 
