@@ -42,6 +42,9 @@ _MODULES = [
     # --- Part III (KL estimators, aggregation, group advantages, GRPO) ---
     "aggregation",
     "evaluation",
+    "compute_curves",
+    "sequence_losses",
+    "dppo",
     "rewards",
     "steps",
     "algos.grpo",

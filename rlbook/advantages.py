@@ -332,8 +332,9 @@ def maxrl_advantages(rewards, group_size: int) -> torch.Tensor:
     the same weight for a plain sum over completions, (r_i − r̂)/(N·r̂). For rewards in [0, 1],
     r̂ is the mean reward. Caveat: the control variate has mean zero only unconditionally; since
     groups with K = 0 are zeroed (as in ĝ), E[(1/N) Σ Â_i ∇log π] differs from E[ĝ] by
-    E[(1/N) Σ_i ∇log π(y_i); K = 0], a term of order P(K = 0) (the tests compute it exactly on a
-    Bernoulli bandit).
+    E[(1/N) Σ_i ∇log π(y_i); K = 0] = −(1 − p)^{N−1}∇p, exactly the k = N term of ∇J^(N): so
+    E[ĝ] = ∇J^(N) while this centred form is exactly unbiased for ∇J^(N−1)
+    (:func:`rlbook.maxrl_truncated_objective`; the tests check both by enumeration).
 
     Source: book eq. (maxrl); Maximum Likelihood Reinforcement Learning (MaxRL),
     2026, arXiv:2602.02710 (the estimator ĝ_N(x), with Â ∝ (r_i − r̂)/r̂); the exact scale (1/N form) is derived above.
@@ -363,3 +364,46 @@ def maxrl_advantages(rewards, group_size: int) -> torch.Tensor:
 
 
 __all__ += ["group_relative_advantages", "leave_one_out_advantages", "maxrl_advantages"]
+
+
+def magistral_advantages(rewards, group_size: int) -> torch.Tensor:
+    """Magistral's advantage: centre within each group, then scale by the batch's spread.
+
+    Ã_i = r_i − mean_g r                  (per group of G completions of one prompt)
+    Â_i = Ã_i / std_batch(Ã),             std_batch(Ã) = √((1/B) Σ_j Ã_j²)   (population std)
+
+    The group mean removes the prompt's difficulty, as in GRPO; the scale is one number for the
+    whole (mini)batch passed in, not one per group, so a group whose rewards barely differ is not
+    blown up to unit variance (GRPO's per-group std does that). Magistral also subtracts the
+    batch mean of Ã, which is 0 here because every group is centred. Groups whose rewards are
+    all equal get exact zeros; if every group is constant (std_batch = 0) the result is all zeros,
+    never NaN. Call it once per minibatch to reproduce the paper's minibatch normalisation.
+
+    Source: book eq. (magistral-adv); Mistral AI 2025, "Magistral", arXiv:2506.10910, §2
+    (advantage normalisation: group-centred, then normalised within the minibatch).
+
+    Args:
+        rewards: (B,) one reward per completion, group-contiguous (see group_relative_advantages).
+        group_size: G ≥ 1, completions per prompt; must divide B.
+    Returns:
+        (B,) advantages: mean 0 in every group, population std 1 over the batch (or all 0).
+    Gradient:
+        none intended (the result is detached).
+    Raises:
+        ValueError: rewards not 1-D, empty or non-finite; group_size not a positive integer
+            dividing B.
+    See also:
+        group_relative_advantages, rlbook.reference.magistral_advantages_loop
+    Example:
+        >>> magistral_advantages(torch.tensor([1., 0., 1., 1.]), group_size=2)
+        tensor([ 1.4142, -1.4142,  0.0000,  0.0000])
+    """
+    grouped = _grouped_rewards(rewards, group_size).detach()
+    centred = _zero_where_constant(grouped, grouped - grouped.mean(dim=1, keepdim=True))
+    spread = centred.std(correction=0)  # population std over the whole batch (÷B)
+    if spread.item() == 0.0:
+        return torch.zeros_like(centred).reshape(-1)
+    return (centred / spread).reshape(-1)
+
+
+__all__ += ["magistral_advantages"]

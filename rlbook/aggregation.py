@@ -11,6 +11,7 @@ function                          normaliser of Σ_{i,t} loss_{i,t}         used
 ``seq_mean_token_mean``           B · |o_i|  (per sequence, then mean)     GRPO (DeepSeekMath)
 ``token_mean``                    Σ_i |o_i|  (all tokens of the batch)     DAPO
 ``fixed_length_mean``             B · L_max  (a constant)                  Dr. GRPO
+``prompt_mean``                   P · N_p  (per prompt group, then mean)   ScaleRL
 ================================  =======================================  ======================
 
 :func:`per_token_weights` returns the weight w_{i,t} with ``aggregate = Σ w_{i,t} · loss_{i,t}``,
@@ -36,6 +37,7 @@ __all__ = [
     "seq_mean_token_mean",
     "token_mean",
     "fixed_length_mean",
+    "prompt_mean",
     "per_token_weights",
     "AGGREGATIONS",
 ]
@@ -322,6 +324,59 @@ def fixed_length_mean(loss, completion_mask, max_length: int, num_sequences=None
     return masked_sum(loss, completion_mask) / (num_sequences * max_length)
 
 
+def _check_group_size(group_size, batch: int) -> int:
+    """Raise ValueError unless ``group_size`` is a positive integer dividing ``batch``."""
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"`group_size` must be a positive integer; got {group_size!r}")
+    if batch % group_size:
+        raise ValueError(
+            f"`group_size` ({group_size}) must divide the number of rows B = {batch}; "
+            "lay completions out as num_prompts × group_size"
+        )
+    return group_size
+
+
+def prompt_mean(loss, completion_mask, group_size: int) -> torch.Tensor:
+    """ScaleRL's prompt-level aggregation: a token mean within each prompt's group, then a mean over prompts.
+
+    L = 1/P Σ_p  1/N_p Σ_{i∈p} Σ_t m_{i,t} ℓ_{i,t},   N_p = Σ_{i∈p} Σ_t m_{i,t},   P = B / G
+
+    The rows are P groups of G consecutive completions of the same prompt. Inside a prompt every
+    token weighs the same (as in DAPO's token mean, so long answers are not down-weighted against
+    their siblings); across prompts every prompt weighs the same (as GRPO weighs sequences), so a
+    prompt with long answers does not dominate the batch. G = 1 gives :func:`seq_mean_token_mean`;
+    P = 1 gives :func:`token_mean`. A prompt with no token contributes 0 (but counts in P).
+
+    Source: book eq. (agg-prompt); Khatri et al. 2025, "The Art of Scaling Reinforcement Learning
+    Compute for LLMs" (ScaleRL), arXiv:2510.13786, loss aggregation ("prompt average").
+
+    Args:
+        loss: (B, T) per-token loss, unreduced.
+        completion_mask: (B, T) bool, True on completion tokens.
+        group_size: G ≥ 1 completions per prompt, group-contiguous rows; must divide B.
+    Returns:
+        0-d tensor.
+    Gradient:
+        through loss; ∂L/∂ℓ_{i,t} = m_{i,t} / (P·N_p), p the prompt of row i.
+    Raises:
+        ValueError: loss not 2-D, mask shape differs or all False, group_size not a positive
+            integer dividing B.
+    See also:
+        seq_mean_token_mean, token_mean, per_token_weights, rlbook.reference.prompt_mean_loop
+    Example:
+        >>> loss = torch.tensor([[1., 1., 1., 1.], [4., 0., 0., 0.], [2., 2., 0., 0.], [6., 0., 0., 0.]])
+        >>> mask = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0]]).bool()
+        >>> prompt_mean(loss, mask, group_size=2)  # (8/5 + 10/3) / 2
+        tensor(2.4667)
+    """
+    loss, completion_mask = _loss_and_mask(loss, completion_mask)
+    group_size = _check_group_size(group_size, loss.shape[0])
+    per_prompt_sum = masked_sum(loss, completion_mask, dim=-1).reshape(-1, group_size).sum(dim=-1)  # (P,)
+    per_prompt_count = completion_mask.sum(dim=-1).reshape(-1, group_size).sum(dim=-1)  # (P,)
+    return (per_prompt_sum / per_prompt_count.clamp(min=1).to(loss.dtype)).mean()
+
+
+# Callables (loss, completion_mask) -> 0-d tensor. ``prompt_mean`` is left out: it also needs group_size.
 AGGREGATIONS = {
     "seq_mean_token_mean": seq_mean_token_mean,
     "token_mean": token_mean,
@@ -329,12 +384,13 @@ AGGREGATIONS = {
 }
 
 
-def per_token_weights(completion_mask, mode: str, max_length=None, dtype=None) -> torch.Tensor:
+def per_token_weights(completion_mask, mode: str, max_length=None, dtype=None, group_size=None) -> torch.Tensor:
     """The weight w_{i,t} each token's loss gets under an aggregation: ``L = Σ w_{i,t} ℓ_{i,t}``.
 
     seq_mean_token_mean: w = m_{i,t} / (B·|o_i|)      (GRPO)
     token_mean:          w = m_{i,t} / Σ m            (DAPO)
     fixed_length_mean:   w = m_{i,t} / (B·L_max)      (Dr. GRPO)
+    prompt_mean:         w = m_{i,t} / (P·N_p)        (ScaleRL; needs ``group_size``)
 
     These are also the gradients ∂L/∂ℓ_{i,t}, i.e. how hard each token is pushed (the tests
     check them against autograd through the aggregation functions).
@@ -343,24 +399,26 @@ def per_token_weights(completion_mask, mode: str, max_length=None, dtype=None) -
 
     Args:
         completion_mask: (B, T) bool.
-        mode: "seq_mean_token_mean", "token_mean" or "fixed_length_mean".
+        mode: "seq_mean_token_mean", "token_mean", "fixed_length_mean" or "prompt_mean".
         max_length: L_max, needed for "fixed_length_mean" (default T).
         dtype: floating dtype of the result (default: torch's default dtype).
+        group_size: G, needed for "prompt_mean" (a positive integer dividing B).
     Returns:
         (B, T) float weights, 0 on padding.
     Gradient:
         none (depends on the mask only).
     Raises:
-        ValueError: mask not 2-D or all False; unknown mode; max_length too short.
+        ValueError: mask not 2-D or all False; unknown mode; max_length too short; group_size
+            missing or not dividing B for "prompt_mean".
     See also:
-        seq_mean_token_mean, token_mean, fixed_length_mean
+        seq_mean_token_mean, token_mean, fixed_length_mean, prompt_mean
     Example:
         >>> per_token_weights(torch.tensor([[True, True], [True, False]]), "seq_mean_token_mean")
         tensor([[0.2500, 0.2500],
                 [0.5000, 0.0000]])
     """
-    if mode not in AGGREGATIONS:
-        raise ValueError(f"`mode` must be one of {sorted(AGGREGATIONS)}; got {mode!r}")
+    if mode not in AGGREGATIONS and mode != "prompt_mean":
+        raise ValueError(f"`mode` must be one of {sorted(AGGREGATIONS) + ['prompt_mean']}; got {mode!r}")
     mask = _checks.check_bool_like("completion_mask", completion_mask)
     if mask.dim() != 2:
         raise ValueError(f"`completion_mask` must have shape (B, T); got {tuple(mask.shape)}")
@@ -372,6 +430,12 @@ def per_token_weights(completion_mask, mode: str, max_length=None, dtype=None) -
         return m / (batch * m.sum(dim=-1, keepdim=True).clamp(min=1))
     if mode == "token_mean":
         return m / m.sum()
+    if mode == "prompt_mean":
+        if group_size is None:
+            raise ValueError("`group_size` is required for mode='prompt_mean'")
+        group_size = _check_group_size(group_size, batch)
+        per_prompt = m.reshape(batch // group_size, -1).sum(dim=-1).clamp(min=1)  # N_p, (P,)
+        return m / ((batch // group_size) * per_prompt.repeat_interleave(group_size)[:, None])
     max_length = mask.shape[-1] if max_length is None else max_length
     _checks.check_in_range("max_length", max_length, max(int(m.sum(dim=-1).max()), 1))
     return m / (batch * max_length)

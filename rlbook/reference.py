@@ -506,3 +506,78 @@ def gae_per_step_discount_loop(rewards, values, next_values, terminated, truncat
             weight *= float(discounts[k]) * gae_lambda
         advantages.append(total)
     return advantages, [a + float(v) for a, v in zip(advantages, values)]
+
+
+# ===================== Part III (appended): GRPO variants (GSPO, DPPO, Magistral, ScaleRL) =====================
+
+
+def gspo_sequence_log_ratio_loop(log_probs, old_log_probs, completion_mask):
+    """log s_i = mean over the row's valid tokens of (log π_θ − log π_old), one Python loop per row."""
+    out = []
+    for lp_row, old_row, m_row in zip(log_probs.tolist(), old_log_probs.tolist(), completion_mask.tolist()):
+        diffs = [lp - old for lp, old, m in zip(lp_row, old_row, m_row) if m]
+        out.append(sum(diffs) / len(diffs))
+    return out
+
+
+def gspo_sequence_loss_loop(log_probs, old_log_probs, advantages, completion_mask, clip_eps_low, clip_eps_high=None):
+    """−min(s_i A_i, clip(s_i) A_i) per row with s_i = exp(mean token log-ratio), math.exp and min/max."""
+    high_eps = clip_eps_low if clip_eps_high is None else clip_eps_high
+    out = []
+    for log_s, adv in zip(gspo_sequence_log_ratio_loop(log_probs, old_log_probs, completion_mask), advantages):
+        s, adv = math.exp(log_s), float(adv)
+        clipped = min(max(s, 1.0 - clip_eps_low), 1.0 + high_eps)
+        out.append(-min(s * adv, clipped * adv))
+    return out
+
+
+def binary_tv_loop(log_probs, old_log_probs):
+    """½ Σ over the two outcomes {sampled token, other} of |P(o) − Q(o)| (flat lists)."""
+    out = []
+    for lp, old in zip(log_probs, old_log_probs):
+        p, q = math.exp(float(lp)), math.exp(float(old))
+        out.append(0.5 * sum(abs(a - b) for a, b in zip([p, 1.0 - p], [q, 1.0 - q])))
+    return out
+
+
+def binary_kl_loop(log_probs, old_log_probs):
+    """KL(Q ‖ P) of the explicit two-outcome distributions Q = (q, 1 − q), P = (p, 1 − p), q = π_old."""
+    out = []
+    for lp, old in zip(log_probs, old_log_probs):
+        p, q = math.exp(float(lp)), math.exp(float(old))
+        out.append(categorical_kl_loop([q, 1.0 - q], [p, 1.0 - p]))
+    return out
+
+
+def dppo_mask_loop(log_probs, old_log_probs, advantages, threshold, divergence="binary_tv"):
+    """Keep flags by an if per element: blocked iff D > τ and the advantage pushes the ratio further out."""
+    div = (binary_tv_loop if divergence == "binary_tv" else binary_kl_loop)(log_probs, old_log_probs)
+    keep = []
+    for d, lp, old, adv in zip(div, log_probs, old_log_probs, advantages):
+        ratio = math.exp(float(lp) - float(old))
+        pushing_out = (float(adv) > 0 and ratio > 1.0) or (float(adv) < 0 and ratio < 1.0)
+        keep.append(not (d > threshold and pushing_out))
+    return keep
+
+
+def magistral_advantages_loop(rewards, group_size):
+    """r_i − group mean, then ÷ the population std of all those centred values (0 → all zeros)."""
+    r = [float(v) for v in rewards]
+    centred = []
+    for start in range(0, len(r), group_size):
+        group = r[start : start + group_size]
+        mean = sum(group) / group_size
+        centred.extend(0.0 if max(group) == min(group) else x - mean for x in group)
+    mean_all = sum(centred) / len(centred)
+    sd = math.sqrt(sum((x - mean_all) ** 2 for x in centred) / len(centred))
+    return [0.0 if sd == 0 else x / sd for x in centred]
+
+
+def prompt_mean_loop(loss, completion_mask, group_size):
+    """Mean over prompts of (Σ of the group's valid token losses / the group's token count), by loops."""
+    rows = list(zip(loss.tolist(), completion_mask.tolist()))
+    prompts = []
+    for start in range(0, len(rows), group_size):
+        kept = [x for row_loss, row_mask in rows[start : start + group_size] for x, m in zip(row_loss, row_mask) if m]
+        prompts.append(sum(kept) / len(kept) if kept else 0.0)
+    return sum(prompts) / len(prompts)
