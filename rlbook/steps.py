@@ -33,7 +33,9 @@ import torch
 from rlbook import _checks
 from rlbook.aggregation import AGGREGATIONS, fixed_length_mean, masked_normalize, seq_mean_token_mean
 from rlbook.kl import kl_k3
+from rlbook.dppo import dppo_loss, dppo_mask
 from rlbook.losses import cispo_loss, clip_region, clipped_surrogate_loss
+from rlbook.sequence_losses import gspo_loss, gspo_sequence_log_ratio
 from rlbook.policy_gradient import reinforce_loss
 
 __all__ = [
@@ -50,6 +52,9 @@ POLICY_GRADIENT_LOSS_TYPES = {
     "reinforce_with_baseline": ("advantages",),
     "grpo_clip": ("advantages", "old_log_probs", "cliprange"),
     "cispo": ("advantages", "old_log_probs", "cliprange"),
+    "gspo": ("advantages", "old_log_probs", "cliprange", "response_mask"),
+    "gspo_token": ("advantages", "old_log_probs", "cliprange", "response_mask"),
+    "dppo": ("advantages", "old_log_probs", "divergence_threshold"),
 }
 
 
@@ -162,21 +167,30 @@ def _clip_band(cliprange) -> tuple[float, float]:
 
 
 def policy_gradient_loss(policy_log_probs, loss_type: str, raw_rewards=None, advantages=None,
-                         old_log_probs=None, cliprange=None) -> tuple[torch.Tensor, dict]:
+                         old_log_probs=None, cliprange=None, *, response_mask=None, divergence_threshold=None,
+                         divergence: str = "binary_tv") -> tuple[torch.Tensor, dict]:
     """Per-token policy-gradient loss of one of the standard kinds (minimise; unreduced).
 
     no_baseline:              ℓ_t = −R · log π_θ(o_t)            (REINFORCE, raw reward)
     reinforce_with_baseline:  ℓ_t = −Â · log π_θ(o_t)            (e.g. Â = group-normalised reward)
     grpo_clip:                ℓ_t = −min(ρ_t Â, clip(ρ_t, 1−ε_low, 1+ε_high) Â),  ρ_t = π_θ/π_old
     cispo:                    ℓ_t = −sg(clip(ρ_t, 1−ε_low, 1+ε_high)) Â log π_θ(o_t)
+    gspo:                     ℓ_{i,t} = −min(s_i Â_i, clip(s_i, 1−ε_low, 1+ε_high) Â_i),
+                              s_i = exp(mean_t log ρ_{i,t})  (sequence ratio; every token of row i)
+    gspo_token:               GSPO-token: s_{i,t} = sg(s_i)·π_θ(o_t)/sg(π_θ(o_t)), same value and gradient
+                              as "gspo" for sequence-level Â
+    dppo:                     ℓ_t = −M_t ρ_t Â,  M_t = 0 where the estimated divergence D̂(π_θ, π_old) at
+                              the sampled token exceeds τ and the update pushes it further (DPPO)
 
     The first two are :func:`rlbook.reinforce_loss`, "grpo_clip" is
-    :func:`rlbook.clipped_surrogate_loss` and "cispo" :func:`rlbook.cispo_loss`; this function
-    only dispatches and checks that the arguments a type needs are there.
+    :func:`rlbook.clipped_surrogate_loss`, "cispo" :func:`rlbook.cispo_loss`, "gspo" and
+    "gspo_token" :func:`rlbook.gspo_loss` and "dppo" :func:`rlbook.dppo_loss`; this function only
+    dispatches and checks that the arguments a type needs are there.
 
     Source: CS336 (2025) assignment 5, ``compute_policy_gradient_loss``; Williams 1992, eq. 11;
     Schulman et al. 2017, arXiv:1707.06347, eq. 7; Shao et al. 2024, arXiv:2402.03300, eq. 21;
-    MiniMax 2025, arXiv:2506.13585 (CISPO).
+    MiniMax 2025, arXiv:2506.13585 (CISPO); Zheng et al. 2025, arXiv:2507.18071 (GSPO, eq. 5-7
+    and 11-13); DPPO (divergence PPO, 2026: the binary TV / KL trust region).
 
     Args:
         policy_log_probs: (B, T) log π_θ of the sampled tokens, nats, with grad.
@@ -184,11 +198,19 @@ def policy_gradient_loss(policy_log_probs, loss_type: str, raw_rewards=None, adv
         raw_rewards: (B, 1) or (B,) rewards; needed for "no_baseline".
         advantages: (B, 1), (B,) or (B, T); needed by every other type.
         old_log_probs: (B, T) log π_old, nats; needed for "grpo_clip" and "cispo".
-        cliprange: ε, or (ε_low, ε_high) for an asymmetric band; needed for "grpo_clip", "cispo".
+        cliprange: ε, or (ε_low, ε_high) for an asymmetric band; needed for "grpo_clip", "cispo",
+            "gspo", "gspo_token" (GSPO's band is on the sequence ratio: ε ≈ 3e-4).
+        response_mask: (B, T) bool, the completion tokens; needed for "gspo", "gspo_token" (the
+            sequence ratio averages over them).
+        divergence_threshold: τ > 0; needed for "dppo".
+        divergence: "binary_tv" or "binary_kl", DPPO's estimate (:func:`rlbook.dppo_mask`).
     Returns:
         ``(per_token_loss (B, T), metadata)``; for "grpo_clip" metadata holds ``ratio`` (B, T) and
         ``clipped`` (B, T) bool (the clip zeroes that token's gradient, :func:`rlbook.clip_region`);
-        for "cispo" ``ratio`` and ``weight_clipped`` (ρ outside the band). Detached.
+        for "cispo" ``ratio`` and ``weight_clipped`` (ρ outside the band); for "gspo"/"gspo_token"
+        ``ratio`` (token ρ), ``sequence_ratio`` (B,) and ``clipped`` (every token of a row whose
+        sequence ratio left the band in its advantage's direction); for "dppo" ``ratio`` and
+        ``clipped`` (the tokens the divergence mask blocks). Detached.
     Gradient:
         through ``policy_log_probs`` only; rewards, advantages and old log-probs are constants.
     Raises:
@@ -197,7 +219,8 @@ def policy_gradient_loss(policy_log_probs, loss_type: str, raw_rewards=None, adv
     """
     if loss_type not in POLICY_GRADIENT_LOSS_TYPES:
         raise ValueError(f"`loss_type` must be one of {sorted(POLICY_GRADIENT_LOSS_TYPES)}; got {loss_type!r}")
-    given = {"raw_rewards": raw_rewards, "advantages": advantages, "old_log_probs": old_log_probs, "cliprange": cliprange}
+    given = {"raw_rewards": raw_rewards, "advantages": advantages, "old_log_probs": old_log_probs, "cliprange": cliprange,
+             "response_mask": response_mask, "divergence_threshold": divergence_threshold}
     for name in POLICY_GRADIENT_LOSS_TYPES[loss_type]:
         if given[name] is None:
             raise ValueError(f"`{name}` is required for loss_type={loss_type!r}")
@@ -211,7 +234,11 @@ def policy_gradient_loss(policy_log_probs, loss_type: str, raw_rewards=None, adv
         shape = tuple(old_log_probs.shape) if isinstance(old_log_probs, torch.Tensor) else type(old_log_probs).__name__
         raise ValueError(f"`old_log_probs` must be a tensor of the shape of `policy_log_probs` "
                          f"{tuple(policy_log_probs.shape)}; got {shape}")
+    if loss_type == "dppo":
+        return _dppo(policy_log_probs, old_log_probs, advantages, divergence_threshold, divergence)
     low, high = _clip_band(cliprange)
+    if loss_type in ("gspo", "gspo_token"):
+        return _gspo(policy_log_probs, old_log_probs, advantages, response_mask, low, high, loss_type == "gspo_token")
     loss_fn = clipped_surrogate_loss if loss_type == "grpo_clip" else cispo_loss
     per_token = loss_fn(policy_log_probs, old_log_probs, advantages, clip_eps_low=low, clip_eps_high=high)
     with torch.no_grad():
@@ -220,6 +247,34 @@ def policy_gradient_loss(policy_log_probs, loss_type: str, raw_rewards=None, adv
             metadata = {"ratio": ratio, "clipped": clip_region(ratio, advantages.expand_as(ratio), low, high)}
         else:
             metadata = {"ratio": ratio, "weight_clipped": (ratio < 1.0 - low) | (ratio > 1.0 + high)}
+    return per_token, metadata
+
+
+def _gspo(log_probs, old_log_probs, advantages, response_mask, low, high, token_level):
+    """GSPO's per-token loss and metadata (see :func:`policy_gradient_loss`)."""
+    mask = _checks.check_bool_like("response_mask", response_mask, log_probs.shape).to(log_probs.device)
+    if not token_level and advantages.shape[-1] != 1:
+        raise ValueError(f"`advantages` must be sequence-level, (B, 1) or (B,), for loss_type='gspo' "
+                         f"(use 'gspo_token' for per-token advantages); got {tuple(advantages.shape)}")
+    per_token = gspo_loss(log_probs, old_log_probs, advantages if token_level else advantages[:, 0], mask,
+                          clip_eps_low=low, clip_eps_high=high, token_level=token_level)
+    with torch.no_grad():
+        seq_ratio = torch.exp(gspo_sequence_log_ratio(log_probs.detach(), old_log_probs, mask))  # (B,)
+        seq_adv = advantages.expand_as(log_probs)
+        seq_adv = (seq_adv * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (B,) the row's (mean) advantage
+        row_clipped = clip_region(seq_ratio, seq_adv, low, high)  # (B,)
+        metadata = {"ratio": torch.exp(log_probs.detach() - old_log_probs), "sequence_ratio": seq_ratio,
+                    "clipped": row_clipped[:, None] & mask}
+    return per_token, metadata
+
+
+def _dppo(log_probs, old_log_probs, advantages, threshold, divergence):
+    """DPPO's per-token loss and metadata (see :func:`policy_gradient_loss`)."""
+    per_token = dppo_loss(log_probs, old_log_probs, advantages, threshold=threshold, divergence=divergence)
+    with torch.no_grad():
+        keep = dppo_mask(log_probs.detach(), old_log_probs, advantages.expand_as(log_probs), threshold=threshold,
+                         divergence=divergence)
+        metadata = {"ratio": torch.exp(log_probs.detach() - old_log_probs), "clipped": ~keep}
     return per_token, metadata
 
 
@@ -236,7 +291,8 @@ def _aggregation_fn(aggregation):
 def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps: int, loss_type: str,
                                raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None, *,
                                aggregation=seq_mean_token_mean, ref_log_probs=None,
-                               kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
+                               kl_coef: float = 0.0, divergence_threshold=None,
+                               divergence: str = "binary_tv") -> tuple[torch.Tensor, dict]:
     """One policy-gradient micro-batch: per-token loss (+ β·k3), aggregate, ``/ k``, ``backward()``.
 
     L = agg_{i,t}( ℓ_{i,t} + β·k3_{i,t} ) / k,   ℓ from :func:`policy_gradient_loss`
@@ -260,6 +316,7 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
         aggregation: callable(loss, mask) -> 0-d tensor, or a name in ``rl.AGGREGATIONS``.
         ref_log_probs: (B, T) log π_ref, nats (no grad); needed when ``kl_coef`` > 0.
         kl_coef: β ≥ 0 of the per-token k3 penalty KL(π_θ ‖ π_ref).
+        divergence_threshold, divergence: DPPO's τ and estimate (loss_type "dppo").
     Returns:
         ``(loss, metadata)``: the scaled 0-d loss, and the metadata of
         :func:`policy_gradient_loss` plus ``per_token_loss`` (B, T) (detached, β·k3 included).
@@ -276,7 +333,9 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
     _checks.check_in_range("kl_coef", kl_coef, 0.0)
     if kl_coef and ref_log_probs is None:
         raise ValueError("`ref_log_probs` is required when `kl_coef` > 0")
-    per_token, metadata = policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages, old_log_probs, cliprange)
+    per_token, metadata = policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages, old_log_probs, cliprange,
+                                               response_mask=mask, divergence_threshold=divergence_threshold,
+                                               divergence=divergence)
     if kl_coef:
         per_token = per_token + kl_coef * kl_k3(policy_log_probs, ref_log_probs)
     loss = aggregate(per_token, mask) / k
