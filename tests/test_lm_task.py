@@ -116,3 +116,13 @@ def test_task_bad_arguments():
     with pytest.raises(ValueError, match="answer"):
         corrupt_answer("", torch.Generator())
     assert isinstance(TASK.held_out_problems(1)[0], Problem)
+
+
+def test_task_alphabet_budget_and_corrupt():
+    from rlbook.lm.tokenizer import DEFAULT_ALPHABET
+
+    assert TASK.alphabet == DEFAULT_ALPHABET
+    assert TASK.max_completion_tokens == len(TOK("049</s>", add_special_tokens=False).input_ids) == 4
+    for seed in range(20):  # the method is corrupt_answer with the same generator calls
+        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        assert TASK.corrupt("049", g1) == corrupt_answer("049", g2)

@@ -93,7 +93,10 @@ def sft_batch(tokenizer, task, batch_size: int, label_noise: float, generator: t
     """Draw a training batch: prompt ids, target ids (answer + EOS, maybe corrupted), target mask.
 
     Each label is first replaced by ``task.carry_slip`` with probability ``carry_noise``, then by
-    a random one-digit mistake with probability ``label_noise``.
+    a random one-digit mistake with probability ``label_noise`` (``task.corrupt`` when the task has
+    it, e.g. :meth:`rlbook.lm.ScratchpadAdditionTask.corrupt` changes only the final answer;
+    else :func:`rlbook.lm.corrupt_answer`). The target is the label then EOS, right-padded to the
+    longest in the batch (labels of the scratchpad task differ in length).
 
     Returns:
         ``prompt_ids`` (B, P), ``prompt_mask`` (B, P) bool, ``target_ids`` (B, T),
@@ -104,7 +107,8 @@ def sft_batch(tokenizer, task, batch_size: int, label_noise: float, generator: t
     slips = (torch.rand(batch_size, generator=generator) < carry_noise).tolist()
     digit = (torch.rand(batch_size, generator=generator) < label_noise).tolist()
     answers = [task.carry_slip(p) if s else p.answer for p, s in zip(problems, slips)]
-    answers = [corrupt_answer(a, generator) if d else a for a, d in zip(answers, digit)]
+    corrupt = getattr(task, "corrupt", corrupt_answer)
+    answers = [corrupt(a, generator) if d else a for a, d in zip(answers, digit)]
     noisy = torch.tensor([a != p.answer for a, p in zip(answers, problems)])
     prompt_ids, prompt_mask = encode_prompts(tokenizer, [p.prompt for p in problems])
     rows = [tokenizer(a, add_special_tokens=False).input_ids + [tokenizer.eos_token_id] for a in answers]
@@ -179,6 +183,15 @@ def train_sft(policy, tokenizer, task, config: SFTConfig | None = None, progress
     return history
 
 
+def _task_fingerprint(task) -> dict:
+    """The task's settings; ``scratchpad_prob`` only for a task that has one (the plain task's dict is unchanged)."""
+    settings = {"type": type(task).__name__, "num_digits": getattr(task, "num_digits", None),
+                "held_out_fraction": getattr(task, "held_out_fraction", None), "seed": getattr(task, "seed", None)}
+    if getattr(task, "scratchpad_prob", None) is not None:
+        settings["scratchpad_prob"] = task.scratchpad_prob
+    return settings
+
+
 def _sft_fingerprint(model_config, task, config: SFTConfig, device: torch.device) -> dict:
     """Everything that decides the weights :func:`train_sft` produces, as JSON-able values."""
     import dataclasses
@@ -193,8 +206,7 @@ def _sft_fingerprint(model_config, task, config: SFTConfig, device: torch.device
     return {
         "sft_config": settings,
         "model_config": model_config.to_json_string(use_diff=False),
-        "task": {"type": type(task).__name__, "num_digits": getattr(task, "num_digits", None),
-                 "held_out_fraction": getattr(task, "held_out_fraction", None), "seed": getattr(task, "seed", None)},
+        "task": _task_fingerprint(task),
         # float sums (and so the trained weights) depend on these too
         "torch": torch.__version__, "threads": torch.get_num_threads(), "device": device.type,
         "code": hashlib.sha256(code.encode()).hexdigest(),

@@ -13,6 +13,11 @@ correct completion is exactly n + 1 digits then the end-of-sequence token:
 
 Split. All 10^(2n) operand pairs are shuffled once with ``seed``; the first ``held_out_fraction``
 of them are held out and are never produced by :meth:`AdditionTask.sample_problems` for training.
+
+A second task, :class:`ScratchpadAdditionTask`, has the same prompts and split but lets the model
+write its working before the answer (``"27+45="`` → ``"7+5=12;2+4+1=7;072</s>"``), so the length
+of a completion is under the model's control: the task on which length effects of a loss
+aggregation (GRPO's sample-level mean, DAPO's overlong shaping) can be measured.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import torch
 
 from rlbook._checks import check_in_range
 
-__all__ = ["Problem", "AdditionTask", "corrupt_answer"]
+__all__ = ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,19 @@ class AdditionTask:
         self._base = n
 
     # -- formatting -------------------------------------------------------------------------
+    @property
+    def alphabet(self) -> str:
+        """The characters of prompts and completions, for ``rl.lm.build_char_tokenizer(task.alphabet)``.
+
+        ``"0123456789+="``, equal to ``rl.lm.DEFAULT_ALPHABET``.
+        """
+        return "0123456789+="
+
+    @property
+    def max_completion_tokens(self) -> int:
+        """Tokens of the longest reference completion, EOS included (n + 2; one character = one token)."""
+        return self.answer_width + 1
+
     @property
     def prompt_width(self) -> int:
         """Characters in every prompt (2n + 2)."""
@@ -135,6 +153,15 @@ class AdditionTask:
         a, b = self._parse(problem.prompt)
         carry = (a % 10 + b % 10) >= 10
         return f"{a + b - 10 * carry:0{self.num_digits + 1}d}"
+
+    def corrupt(self, answer: str, generator: torch.Generator) -> str:
+        """A one-digit mistake in a label: :func:`corrupt_answer` (the SFT label noise of
+        :func:`rlbook.lm.sft_batch`; subclasses with other answer formats override it).
+
+        Raises:
+            ValueError: as :func:`corrupt_answer`.
+        """
+        return corrupt_answer(answer, generator)
 
     def is_held_out(self, prompt: str) -> bool:
         """Whether ``prompt`` belongs to the held-out split."""
@@ -203,3 +230,184 @@ def corrupt_answer(answer: str, generator: torch.Generator) -> str:
     shift = int(torch.randint(1, 10, (1,), generator=generator))
     digit = str((int(answer[pos]) + shift) % 10)
     return answer[:pos] + digit + answer[pos + 1:]
+
+
+class ScratchpadAdditionTask(AdditionTask):
+    """Addition whose completions may show their working first, so their length is the model's choice.
+
+    Format. The working writes the column sums from the units column upward, each step ending with
+    ``";"``; a column after the units adds ``"+1"`` only when a carry comes into it. The answer and
+    EOS follow, exactly as in :class:`AdditionTask`:
+
+        prompt                     "27+45="
+        completion with working    "7+5=12;2+4+1=7;072</s>"
+        completion without         "072</s>"
+
+    Reward. R(q, o) = 1 iff o = body + EOS, the body is made of :attr:`alphabet` characters only
+    (so no special token before the EOS, and nothing after it), and its *final segment* (the text
+    after the last ``";"``, or the whole body when there is none) equals the answer. The working is
+    **not** checked: anything made of alphabet characters may stand before the last ``";"``. This
+    is what puts the completion's length under the model's control: a right answer scores 1 after
+    no working, the reference working, or a long wrong one, and only the token budget
+    (``max_new_tokens``) bounds it.
+
+    Data. Prompts, split and constructor arguments are those of :class:`AdditionTask`.
+    :meth:`sample_problems` labels each problem with the working form with probability
+    ``scratchpad_prob`` (one extra ``torch.rand`` draw per call, after the problem draws);
+    :meth:`held_out_problems` returns the direct form (the reward does not care which form the
+    model writes). Token budget: :attr:`max_completion_tokens` is 20 for n = 2 (``"99+99="``), 30
+    for n = 3, which with the prompt exceeds :func:`rlbook.lm.policy_config`'s default context of
+    32 (pass ``n_positions=64``).
+
+    Source: the scratchpad idea of Nye et al. 2021, "Show Your Work: Scratchpads for Intermediate
+    Computation with Language Models", arXiv:2112.00114 (there the working is supervised; here it
+    is free, which is the point for the length experiments).
+
+    Args:
+        num_digits, held_out_fraction, seed, eos_token: as :class:`AdditionTask`.
+        scratchpad_prob: share of training labels written with the working, in [0, 1].
+    Raises:
+        ValueError: an argument is out of range.
+    Example:
+        >>> task = ScratchpadAdditionTask(num_digits=2)
+        >>> task.working_for(27, 45) + task.answer_for(27, 45)
+        '7+5=12;2+4+1=7;072'
+        >>> task.reward("27+45=", "7+5=12;2+4+1=7;072</s>"), task.reward("27+45=", "1;072</s>")
+        (1.0, 1.0)
+    """
+
+    separator = ";"
+
+    def __init__(self, num_digits: int = 2, held_out_fraction: float = 0.1, seed: int = 0, eos_token: str = "</s>",
+                 scratchpad_prob: float = 0.5):
+        check_in_range("scratchpad_prob", scratchpad_prob, 0.0, 1.0)
+        super().__init__(num_digits, held_out_fraction, seed, eos_token)
+        self.scratchpad_prob = float(scratchpad_prob)
+
+    @property
+    def alphabet(self) -> str:
+        """``"0123456789+=;"``: the plain task's characters plus the step separator."""
+        return super().alphabet + self.separator
+
+    @property
+    def max_completion_tokens(self) -> int:
+        """Tokens of the longest reference completion with working, EOS included (one char = one token).
+
+        The longest is ``9…9 + 9…9``: every column has a two-digit sum and all but the units a carry,
+        so 7 + 9(n − 1) + (n + 1) + 1 tokens: 10, 20, 30 for n = 1, 2, 3.
+        """
+        largest = self._base - 1
+        return len(self.working_for(largest, largest)) + self.answer_width + 1
+
+    def working_for(self, a: int, b: int) -> str:
+        """The reference working for ``a + b``, units column first, e.g. ``(27, 45)`` → ``"7+5=12;2+4+1=7;"``.
+
+        Column i (i = 0 is the units) writes ``"{a_i}+{b_i}={s_i};"``, with ``"+1"`` before the
+        ``"="`` when c_i = 1, where s_i = a_i + b_i + c_i, c_0 = 0, c_{i+1} = 1[s_i ≥ 10]. The
+        answer (:meth:`answer_for`, not included) follows the last ``";"``.
+
+        Raises:
+            ValueError: ``a`` or ``b`` is not an integer in [0, 10^n).
+        """
+        return self._columns(a, b, units_carry=True)[0]
+
+    def _columns(self, a: int, b: int, units_carry: bool) -> tuple[str, str]:
+        """(working, answer) by column addition; ``units_carry=False`` drops the units column's carry."""
+        for name, value in (("a", a), ("b", b)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self._base:
+                raise ValueError(f"`{name}` must be an integer in [0, {self._base}); got {value!r}")
+        steps, digits, carry = [], [], 0
+        for i in range(self.num_digits):
+            x, y = a // 10**i % 10, b // 10**i % 10
+            s = x + y + carry
+            steps.append(f"{x}+{y}{'+1' if carry else ''}={s}{self.separator}")
+            digits.append(s % 10)
+            carry = int(s >= 10) if (i > 0 or units_carry) else 0
+        answer = str(carry) + "".join(str(d) for d in reversed(digits))
+        return "".join(steps), answer
+
+    def sample_problems(self, num: int, generator: torch.Generator, split: str = "train") -> list[Problem]:
+        """As :meth:`AdditionTask.sample_problems`, each answer then written with its working
+        (``working_for(a, b) + answer_for(a, b)``) with probability ``scratchpad_prob``.
+
+        The problem draws are the plain task's; then one ``torch.rand(num, generator=generator)``
+        picks the forms (also when ``scratchpad_prob`` is 0 or 1), so the draws are reproducible.
+
+        Raises:
+            ValueError: ``num`` < 1 or ``split`` unknown.
+        """
+        problems = super().sample_problems(num, generator, split)
+        working = (torch.rand(len(problems), generator=generator) < self.scratchpad_prob).tolist()
+        return [Problem(p.prompt, self.working_for(*self._parse(p.prompt)) + p.answer) if w else p
+                for p, w in zip(problems, working)]
+
+    def carry_slip(self, problem: Problem) -> str:
+        """The label with the units carry forgotten, in ``problem.answer``'s form, working kept consistent.
+
+        The slipped answer is :meth:`AdditionTask.carry_slip`'s. When ``problem.answer`` holds the
+        separator (the working form) the working is rewritten to match: the tens step omits its
+        ``"+1"`` and later carries follow the slipped sums, e.g. ``"07+45="`` →
+        ``"7+5=12;0+4=4;042"`` (true ``"7+5=12;0+4+1=5;052"``); otherwise the direct form ``"042"``.
+
+        Raises:
+            ValueError: ``problem.prompt`` is not a prompt of this task.
+        """
+        working, answer = self._columns(*self._parse(problem.prompt), units_carry=False)
+        return working + answer if self.separator in problem.answer else answer
+
+    def corrupt(self, answer: str, generator: torch.Generator) -> str:
+        """A one-digit mistake in the final segment of a label (after its last ``";"``); the working is kept.
+
+        Same generator calls as :func:`corrupt_answer` on the final segment, e.g.
+        ``"7+5=12;2+4+1=7;072"`` → ``"7+5=12;2+4+1=7;078"``.
+
+        Raises:
+            ValueError: the final segment is empty or not all digits.
+        """
+        head, sep, final = answer.rpartition(self.separator)
+        return head + sep + corrupt_answer(final, generator)
+
+    # -- the verifier -----------------------------------------------------------------------
+    def _body(self, completion: str) -> str | None:
+        """The completion without its final EOS, or None if it has no final EOS or a non-alphabet character."""
+        if not isinstance(completion, str):
+            raise ValueError(f"`completion` must be a string; got {type(completion).__name__}")
+        if not completion.endswith(self.eos_token):
+            return None
+        body = completion[: -len(self.eos_token)]
+        return body if set(body) <= set(self.alphabet) else None
+
+    def reward(self, prompt: str, completion: str) -> float:
+        """Verifiable correctness reward: 1.0 iff the final segment is the answer (working unchecked).
+
+        R(q, o) = 1[o = w + s + "</s>", w ∈ alphabet* ending in ";" or empty, s = answer(q)]
+
+        The completion is the decoded text up to and including its first EOS, special tokens kept;
+        a special token (or any character outside :attr:`alphabet`) before the EOS, or a missing
+        EOS (cut off by the budget), scores 0. The working ``w`` is not checked (see the class
+        docstring).
+
+        Args:
+            prompt: a prompt of this task, e.g. ``"27+45="``.
+            completion: the decoded completion, e.g. ``"7+5=12;2+4+1=7;072</s>"`` or ``"072</s>"``.
+        Returns:
+            1.0 or 0.0.
+        Raises:
+            ValueError: ``prompt`` is not a prompt of this task, or ``completion`` is not a string.
+        """
+        a, b = self._parse(prompt)
+        body = self._body(completion)
+        ok = body is not None and body.rpartition(self.separator)[2] == self.answer_for(a, b)
+        return 1.0 if ok else 0.0
+
+    def format_reward(self, prompt: str, completion: str) -> float:
+        """Format-only reward: 1.0 iff the body is alphabet characters and its final segment n + 1 digits.
+
+        Raises:
+            ValueError: as :meth:`reward`.
+        """
+        self._parse(prompt)
+        body = self._body(completion)
+        final = None if body is None else body.rpartition(self.separator)[2]
+        ok = final is not None and len(final) == self.answer_width and final.isdigit()
+        return 1.0 if ok else 0.0
