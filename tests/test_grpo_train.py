@@ -68,10 +68,30 @@ def test_group_size_must_divide_the_batch_in_a_custom_estimator():
         rl.group_relative_advantages(torch.zeros(6), group_size=4)
 
 
+def test_evaluate_lengths_of_right_and_wrong_samples_are_the_token_counts():
+    seen = []
+
+    def reward_fn(prompt, completion):  # "right" = an even number of characters; records every call
+        seen.append(completion)
+        return float(len(completion) % 2 == 0)
+
+    out = evaluate(tiny(), TOK, TASK.held_out_problems(5), reward_fn=reward_fn, num_samples=4, k=2, max_new_tokens=5)
+    sampled = seen[-20:]  # the 5 greedy completions come first
+
+    def tokens(text):  # one token per character, the EOS "</s>" is one token
+        eos = text.endswith(TOK.eos_token)
+        return len(text) - len(TOK.eos_token) * eos + eos
+
+    right = [tokens(t) for t in sampled if len(t) % 2 == 0]
+    wrong = [tokens(t) for t in sampled if len(t) % 2]
+    assert right and wrong
+    assert out["length_correct"] == pytest.approx(np.mean(right)) and out["length_wrong"] == pytest.approx(np.mean(wrong))
+
+
 def test_evaluate_keys_bounds_and_errors():
     problems = TASK.held_out_problems(6)
     out = evaluate(tiny(), TOK, problems, num_samples=4, k=2, max_new_tokens=5)
-    assert set(out) == {"greedy_accuracy", "pass@1", "pass@2", "num_correct"}
+    assert set(out) == {"greedy_accuracy", "pass@1", "pass@2", "num_correct", "length_correct", "length_wrong"}
     assert 0 <= out["pass@1"] <= out["pass@2"] <= 1 and out["num_correct"].shape == (6,)
     again = evaluate(tiny(), TOK, problems, reward_fn=TASK.reward, num_samples=4, k=2, max_new_tokens=5)
     np.testing.assert_array_equal(out["num_correct"], again["num_correct"])

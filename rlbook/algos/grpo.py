@@ -12,31 +12,45 @@ How to call it (chapter 9)::
     after = rl.evaluate(policy, tok, held_out)
     hist["reward"], hist["kl"], hist["clip_fraction"]               # per-step curves (np arrays)
 
-Variants are configs, not code paths (STYLE rule 5). Each config field names one orthogonal part:
+Variants are configs, not code paths (STYLE rule 5). Each config field names one orthogonal part
+(chapters 10 and 11 take them one at a time):
 
 =================  ===========================================================================
 part               choices (``GRPOConfig`` field = value)
 =================  ===========================================================================
 advantage          ``advantage_estimator`` = "grpo" (r−mean)/std | "dr_grpo" r−mean | "rloo" |
-                   "maxrl" | any callable(rewards (B,), group_size) -> (B,)
-per-token loss     ``per_token_loss`` = "clipped_surrogate" (PPO/GRPO/DAPO) | "cispo"
+                   "maxrl" | "magistral" (r−group mean)/minibatch std | "gae" (PPO: a critic,
+                   GAE over tokens) | any callable(rewards (B,), group_size) -> (B,)
+per-token loss     ``per_token_loss`` = "clipped_surrogate" (PPO/GRPO/DAPO) | "cispo" | "gspo"
+                   (sequence ratio, sequence clip) | "gspo_token" | "dppo" (divergence mask,
+                   ``divergence`` = "binary_tv" | "binary_kl", threshold ``divergence_threshold``)
 clip band          ``clip_eps_low``, ``clip_eps_high`` (None = symmetric; DAPO: 0.2 / 0.28)
 aggregation        ``loss_aggregation`` = "seq_mean_token_mean" (GRPO) | "token_mean" (DAPO) |
-                   "fixed_length_mean" (Dr. GRPO, L_max = max_new_tokens) | callable(loss, mask)
-KL penalty         ``kl_coef`` β ≥ 0: + β·k3(π_θ, π_ref) per token (GRPO); 0 = none (DAPO, Dr. GRPO)
+                   "fixed_length_mean" (Dr. GRPO, L_max = max_new_tokens) | "prompt_mean"
+                   (ScaleRL) | callable(loss, mask)
+KL penalty         ``kl_coef`` β ≥ 0: + β·k3(π_θ, π_ref) per token (GRPO); 0 = none (DAPO, Dr. GRPO);
+                   ``ref_reset_every`` K: π_ref ← π_θ and a fresh optimiser every K steps (ProRL)
 reward shaping     ``format_coef`` (adds β_f·format_reward), ``overlong_cache_length`` (DAPO)
+which rows learn   ``overlong_filter`` (DAPO: truncated completions masked out of the loss)
+which groups       ``dynamic_sampling`` + ``max_sampling_rounds`` (DAPO), ``zero_variance_filter``,
+                   ``retire_pass_rate`` (ScaleRL) — see :mod:`rlbook.algos.grpo_rollouts`
+updates per batch  ``num_inner_epochs`` μ × ``num_minibatches`` M optimiser steps per generation
+precision          ``fp32_lm_head`` (MiniMax/ScaleRL: the LM head in float32 for bf16 weights)
+budget             ``max_completions``: stop once this many completions were generated
 =================  ===========================================================================
 
-For example DAPO's loss is ``GRPOConfig(clip_eps_high=0.28, loss_aggregation="token_mean",
-kl_coef=0.0)`` and Dr. GRPO's is ``GRPOConfig(advantage_estimator="dr_grpo",
-loss_aggregation="fixed_length_mean")``.
+Named recipes (``GRPOConfig.recipe(name, **overrides)``, table ``GRPO_RECIPES``) spell out the
+published methods as settings of these parts: "grpo", "dr_grpo", "dapo", "rloo", "cispo",
+"gspo", "maxrl", "dppo", "prorl", "magistral", "scalerl", "ppo".
 
 One step (the loop body of :func:`train_grpo`):
     1. draw ``prompts_per_step`` training prompts; sample G = ``group_size`` completions each with
-       π_old (the current weights) → B = prompts_per_step·G completions;
+       π_old (the current weights) → B = prompts_per_step·G completions (the sampling rules of
+       DAPO and ScaleRL may resample or drop groups: :func:`rlbook.algos.grpo_rollouts.collect_rollouts`);
     2. score them with the verifier: r_i = task.reward (+ shaping); Â_i from the group's rewards;
-    3. μ = ``num_inner_epochs`` passes over the batch: per-token loss with ρ = π_θ/π_old, plus
-       β·k3 to the frozen initial policy π_ref, aggregated, one AdamW step per pass.
+    3. μ = ``num_inner_epochs`` passes over the batch (in M minibatches of whole groups): per-token
+       loss with ρ = π_θ/π_old, plus β·k3 to the frozen reference π_ref, aggregated, one AdamW
+       step per minibatch.
 
 Measured (defaults, small size: SFT ``SFTConfig()`` 550 steps then GRPO ``GRPOConfig()`` 150 steps
 of 64 prompts × 8; ``evaluate`` on ``task.held_out_problems(500)``, 16 samples at τ = 1):
@@ -56,9 +70,16 @@ per step (less noisy gradient) fixed both.
 
 Logged per step (``History.log``): reward, pass@1 (sampled accuracy of the batch), kl (mean k3 to
 π_ref over completion tokens, logged even when β = 0), entropy (mean token entropy), clip_fraction
-(share of tokens whose gradient the clip zeroed, last pass), completion_length (mean tokens, EOS
-included), frac_zero_variance_groups (groups with all-equal rewards: no signal), loss, grad_norm
-(before clipping). With ``eval_every > 0`` also eval_step, eval_greedy_accuracy, eval_pass@1.
+(share of tokens whose gradient the trust region zeroed — clip, GSPO's sequence clip or DPPO's
+mask — or, for CISPO, whose weight was clipped; last pass), ratio_std (spread of ρ over tokens, last
+pass), completion_length (mean tokens, EOS included), length_correct / length_wrong (the same over
+right / wrong completions; NaN if none), truncated_fraction (no EOS within the budget),
+frac_zero_variance_groups (sampled groups with all-equal rewards: no signal), kept_groups (groups in
+the update), completions_generated (this step, all sampling rounds), sampling_rounds, loss,
+grad_norm (before clipping), value_loss (PPO's critic; NaN otherwise), ref_reset (1 on the steps
+where ProRL reset π_ref), retired_prompts (ScaleRL's pool exclusions so far). With
+``eval_every > 0`` also eval_step, eval_completions (completions generated before that
+evaluation), eval_greedy_accuracy, eval_pass@1, eval_pass@8.
 """
 
 from __future__ import annotations
@@ -66,129 +87,27 @@ from __future__ import annotations
 import copy
 import functools
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from rlbook import _checks
-from rlbook.advantages import group_relative_advantages, leave_one_out_advantages, maxrl_advantages
-from rlbook.aggregation import fixed_length_mean, masked_mean, seq_mean_token_mean, token_mean
+from rlbook.advantages import gae
+from rlbook.aggregation import fixed_length_mean, masked_mean, masked_whiten, prompt_mean
+from rlbook.algos.grpo_config import (ADVANTAGE_ESTIMATORS, GRPO_RECIPES, LOSS_AGGREGATIONS, PER_TOKEN_LOSSES,
+                                      GRPOConfig)
+from rlbook.algos.grpo_rollouts import collect_rollouts, mixed_groups, sample_kwargs
 from rlbook.config import get_device
 from rlbook.evaluation import pass_at_k
 from rlbook.history import History
 from rlbook.kl import kl_k3
 from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.sampling import sample_completions
-from rlbook.losses import clip_region
-from rlbook.rewards import overlong_penalty
+from rlbook.losses import value_loss
 from rlbook.steps import grpo_microbatch_train_step
 
-__all__ = ["GRPOConfig", "train_grpo", "evaluate", "grpo_optimizer", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS"]
-
-ADVANTAGE_ESTIMATORS = {
-    "grpo": functools.partial(group_relative_advantages, scale="std"),
-    "dr_grpo": functools.partial(group_relative_advantages, scale="none"),
-    "rloo": leave_one_out_advantages,
-    "maxrl": maxrl_advantages,
-}
-# config name -> ``loss_type`` of :func:`rlbook.policy_gradient_loss` (clipped_surrogate_loss / cispo_loss)
-PER_TOKEN_LOSSES = {"clipped_surrogate": "grpo_clip", "cispo": "cispo"}
-LOSS_AGGREGATIONS = {
-    "seq_mean_token_mean": seq_mean_token_mean,
-    "token_mean": token_mean,
-    "fixed_length_mean": fixed_length_mean,
-}
-
-
-@dataclass
-class GRPOConfig:
-    """Settings of :func:`train_grpo` (defaults: the book's tuned small run; see the module docstring).
-
-    Attributes:
-        group_size: G, completions sampled per prompt (≥ 2).
-        prompts_per_step: prompts per step; the batch holds B = prompts_per_step · G completions.
-        num_steps: sampling + update rounds.
-        lr: AdamW learning rate (constant).
-        clip_eps_low: ε_low of the ratio band [1 − ε_low, 1 + ε_high].
-        clip_eps_high: ε_high; None = ε_low (symmetric PPO/GRPO), 0.28 = DAPO's clip-higher.
-        kl_coef: β of the per-token k3 penalty to the frozen initial policy π_ref (0 = none).
-        num_inner_epochs: μ, optimiser passes over each batch (μ = 1: ρ ≡ 1, clip inactive).
-        max_new_tokens: completion budget in tokens, EOS included.
-        temperature: τ of the sampling distribution softmax(logits/τ) (also used in the loss).
-        loss_aggregation: name in ``LOSS_AGGREGATIONS`` or a callable(loss, mask) -> 0-d tensor.
-        advantage_estimator: name in ``ADVANTAGE_ESTIMATORS`` or a callable(rewards, group_size).
-        advantage_std: the group std of the "grpo" estimator: "population" (÷G, the default) or
-            "sample" (÷(G−1), ``torch.std``'s default, as in TRL); passed as ``std=`` to
-            :func:`rlbook.group_relative_advantages`. Only "grpo" divides by a std, so any other
-            estimator requires the default.
-        per_token_loss: name in ``PER_TOKEN_LOSSES``: "clipped_surrogate" (:func:`rlbook.clipped_surrogate_loss`)
-            or "cispo" (:func:`rlbook.cispo_loss`), both with the band (ε_low, ε_high).
-        format_coef: weight of ``task.format_reward`` added to the correctness reward.
-        overlong_cache_length: DAPO soft overlong punishment zone in tokens (0 = off); the
-            budget L_max is ``max_new_tokens``.
-        max_grad_norm: gradient-norm clip.
-        log_ref_kl: keep a frozen copy π_ref of the initial policy and log the k3 KL to it even
-            when ``kl_coef`` = 0 (one extra no-grad forward per step).
-        eval_every: evaluate on ``task.held_out_problems(eval_num_problems)`` every this many
-            steps (0 = never; costs time).
-        eval_num_problems: held-out problems per evaluation.
-        seed: seeds prompt draws and sampling (a private torch.Generator).
-        device: None = ``rl.get_device()``.
-    """
-
-    group_size: int = 8
-    prompts_per_step: int = 64
-    num_steps: int = 150
-    lr: float = 2e-4
-    clip_eps_low: float = 0.2
-    clip_eps_high: float | None = None
-    kl_coef: float = 0.0
-    num_inner_epochs: int = 1
-    max_new_tokens: int = 8
-    temperature: float = 1.0
-    loss_aggregation: object = "seq_mean_token_mean"
-    advantage_estimator: object = "grpo"
-    advantage_std: str = "population"
-    per_token_loss: str = "clipped_surrogate"
-    format_coef: float = 0.0
-    overlong_cache_length: int = 0
-    max_grad_norm: float = 1.0
-    log_ref_kl: bool = True
-    eval_every: int = 0
-    eval_num_problems: int = 200
-    seed: int = 0
-    device: str | None = None
-
-    def __post_init__(self):
-        for name in ("group_size", "prompts_per_step", "num_steps", "num_inner_epochs", "max_new_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer; got {value!r}")
-        if self.group_size < 2:
-            raise ValueError(f"`group_size` must be ≥ 2 (a group needs siblings to compare); got {self.group_size}")
-        _checks.check_positive("lr", self.lr)
-        _checks.check_positive("temperature", self.temperature)
-        # any finite ε ≥ 0, as the per-token losses accept (ε_low ≥ 1: no lower clip)
-        _checks.check_in_range("clip_eps_low", self.clip_eps_low, 0.0, float("inf"), high_inclusive=False)
-        if self.clip_eps_high is not None:
-            _checks.check_in_range("clip_eps_high", self.clip_eps_high, 0.0, float("inf"), high_inclusive=False)
-        _checks.check_in_range("kl_coef", self.kl_coef, 0.0)
-        _checks.check_in_range("overlong_cache_length", self.overlong_cache_length, 0, self.max_new_tokens)
-        _checks.check_in_range("eval_every", self.eval_every, 0)
-        if not callable(self.advantage_estimator) and self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"`advantage_estimator` must be one of {sorted(ADVANTAGE_ESTIMATORS)} or a callable; got {self.advantage_estimator!r}")
-        if self.advantage_std not in ("population", "sample"):
-            raise ValueError(f"`advantage_std` must be 'population' (÷G) or 'sample' (÷(G−1)); got {self.advantage_std!r}")
-        if self.advantage_std != "population" and self.advantage_estimator != "grpo":
-            raise ValueError(f"`advantage_std` applies only to advantage_estimator='grpo' (the one that divides by a std); "
-                             f"got advantage_std={self.advantage_std!r} with advantage_estimator={self.advantage_estimator!r}")
-        if not callable(self.loss_aggregation) and self.loss_aggregation not in LOSS_AGGREGATIONS:
-            raise ValueError(f"`loss_aggregation` must be one of {sorted(LOSS_AGGREGATIONS)} or a callable; got {self.loss_aggregation!r}")
-        if self.per_token_loss not in PER_TOKEN_LOSSES:
-            raise ValueError(f"`per_token_loss` must be one of {sorted(PER_TOKEN_LOSSES)}; got {self.per_token_loss!r}")
-
+__all__ = ["GRPOConfig", "train_grpo", "evaluate", "grpo_optimizer", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES",
+           "LOSS_AGGREGATIONS", "GRPO_RECIPES"]  # the config names are re-exported from rlbook.algos.grpo_config
 
 def grpo_optimizer(policy, config: GRPOConfig) -> torch.optim.Optimizer:
     """The AdamW optimiser :func:`train_grpo` uses: ``lr = config.lr``, no weight decay.
@@ -216,32 +135,63 @@ def _parts(config: GRPOConfig):
     agg = config.loss_aggregation
     if agg == "fixed_length_mean":
         agg = functools.partial(fixed_length_mean, max_length=config.max_new_tokens)
+    elif agg == "prompt_mean":
+        agg = functools.partial(prompt_mean, group_size=config.group_size)
     elif isinstance(agg, str):
         agg = LOSS_AGGREGATIONS[agg]
     high = config.clip_eps_low if config.clip_eps_high is None else config.clip_eps_high
     return adv, PER_TOKEN_LOSSES[config.per_token_loss], (config.clip_eps_low, high), agg
 
 
-def _score(task, prompts: list[str], texts: list[str], lengths: torch.Tensor, config: GRPOConfig):
-    """Rewards (B,) float32 = correctness (+ format, + overlong shaping), and correctness (B,)."""
-    correct = torch.tensor([task.reward(p, o) for p, o in zip(prompts, texts)], dtype=torch.float32)
-    rewards = correct.clone()
-    if config.format_coef:
-        rewards += config.format_coef * torch.tensor([task.format_reward(p, o) for p, o in zip(prompts, texts)])
-    if config.overlong_cache_length:
-        rewards += overlong_penalty(lengths.cpu(), config.max_new_tokens, config.overlong_cache_length).float()
-    return rewards, correct
+def _minibatches(num_groups: int, num_minibatches: int, group_size: int) -> list[tuple[slice, slice]]:
+    """Contiguous (groups, rows) slices of M minibatches of whole groups (the last may be smaller)."""
+    size = -(-num_groups // num_minibatches)
+    return [(slice(g, min(g + size, num_groups)), slice(g * group_size, min(g + size, num_groups) * group_size))
+            for g in range(0, num_groups, size)]
 
 
-def _sample_kwargs(tokenizer, forbidden_ids, max_new_tokens, temperature):
-    return dict(
-        max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id or 0,
-        forbidden_ids=forbidden_ids, temperature=temperature, tokenizer=tokenizer,
-    )
+def _gae_advantages(critic, batch, prompt_ids, prompt_mask, mask, config):
+    """PPO's token-level advantages: reward at the last token, V from the critic, GAE(γ, λ), whitened."""
+    from rlbook.lm.critic import critic_values
+
+    completion_ids = batch.completion_ids.to(mask.device)
+    with torch.no_grad():
+        values = critic_values(critic, prompt_ids, completion_ids, prompt_mask, mask)  # (B, T) V(s_t)
+    last = (batch.lengths - 1).to(mask.device)[:, None]  # (B, 1) index of each completion's last token
+    rewards = torch.zeros_like(values).scatter(1, last, batch.rewards.to(values)[:, None])  # r at the end only
+    terminated = torch.zeros_like(mask).scatter(1, last, True)
+    next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
+    advantages, returns = gae(rewards, values, next_values, terminated, torch.zeros_like(mask), config.gamma,
+                              config.gae_lambda)
+    return masked_whiten(advantages, mask), returns
 
 
-def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig, generator, forbidden_ids) -> dict:
-    """One GRPO step: sample with π_old, score, group advantages, μ clipped-surrogate updates.
+def _critic_update(critic, critic_optimizer, prompt_ids, batch, prompt_mask, mask, returns, config) -> torch.Tensor:
+    """One regression step of the critic towards the GAE returns: ½(V − R̂)², token mean."""
+    from rlbook.lm.critic import critic_values
+
+    values = critic_values(critic, prompt_ids, batch.completion_ids.to(mask.device), prompt_mask, mask)
+    loss = masked_mean(value_loss(values, returns), mask)
+    critic_optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(critic.parameters(), config.max_grad_norm)
+    critic_optimizer.step()
+    return loss.detach()
+
+
+def _advantages(config, batch, adv_fn, minibatches, critic, prompt_ids, prompt_mask, mask):
+    """(B, 1) sequence-level advantages from the rewards (per minibatch, for Magistral's std), or
+    (B, T) token-level GAE ones with the critic; plus the critic's returns (or None)."""
+    if config.advantage_estimator == "gae":
+        return _gae_advantages(critic, batch, prompt_ids, prompt_mask, mask, config)
+    G = config.group_size
+    advantages = torch.cat([adv_fn(batch.rewards[rows], G) for _, rows in minibatches])
+    return advantages.to(mask.device)[:, None], None
+
+
+def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig, generator, forbidden_ids,
+              critic=None, critic_optimizer=None, retired: set | None = None) -> dict:
+    """One GRPO step: sample with π_old, score, advantages, μ·M clipped-surrogate updates.
 
     Source: book eq. (grpo); Shao et al. 2024, arXiv:2402.03300, Algorithm 1 (one outer iteration).
 
@@ -252,68 +202,98 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
         tokenizer, task, config: as :func:`train_grpo`.
         generator: torch.Generator for the prompt draws and the samples.
         forbidden_ids: token ids the sampler never emits (``rl.lm.forbidden_token_ids``).
+        critic, critic_optimizer: the value model and its optimiser (``advantage_estimator="gae"``).
+        retired: prompts excluded from the pool (``retire_pass_rate``); updated in place.
     Returns:
         dict metric name -> 0-d tensor (the metrics listed in the module docstring).
     Raises:
-        ValueError: from the parts (e.g. an advantage estimator rejecting the rewards).
+        ValueError: from the parts (e.g. an advantage estimator rejecting the rewards), or
+            ``advantage_estimator="gae"`` without a critic.
     """
-    from rlbook.lm.tokenizer import encode_prompts
-
     device = next(policy.parameters()).device
     adv_fn, loss_type, cliprange, aggregate = _parts(config)
-    G = config.group_size
-    # 1. sample G completions per prompt with π_old (the current weights)
-    problems = task.sample_problems(config.prompts_per_step, generator)
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, [p.prompt for p in problems])
-    batch = sample_completions(policy, prompt_ids, prompt_mask, num_samples=G, generator=generator,
-                               **_sample_kwargs(tokenizer, forbidden_ids, config.max_new_tokens, config.temperature))
-    mask = batch.completion_mask  # (B, T)
-    # 2. score and compare within each group
-    prompts = [p.prompt for p in problems for _ in range(G)]
-    rewards, correct = _score(task, prompts, batch.texts, batch.lengths, config)
-    advantages = adv_fn(rewards, G).to(device)  # (B,)
-    old_log_probs = batch.log_probs  # (B, T) log π_old, from the sampler (no extra forward)
-    # scoring takes the N distinct prompts: each is encoded once and shared by its G completions
-    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
-    scoring = dict(temperature=config.temperature, forbidden_ids=forbidden_ids, completion_mask=mask)
-    score = functools.partial(completion_log_probs, policy, prompt_ids, batch.completion_ids, prompt_mask, **scoring)
+    if config.advantage_estimator == "gae" and (critic is None or critic_optimizer is None):
+        raise ValueError("`critic` and `critic_optimizer` are required with advantage_estimator='gae' (PPO)")
+    # 1. sample G completions per prompt with π_old; DAPO / ScaleRL sampling rules pick the groups
+    batch = collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, retired)
+    metrics = _sampling_metrics(batch, config)
+    if batch.num_groups == 0:  # no group with mixed rewards within the sampling cap: no update
+        return metrics
+    mask = batch.completion_mask.to(device)  # (B, T)
+    loss_mask = mask & ~batch.truncated.to(device)[:, None] if config.overlong_filter else mask  # DAPO
+    prompt_ids, prompt_mask = batch.prompt_ids.to(device), batch.prompt_mask.to(device)
+    completion_ids, old_log_probs = batch.completion_ids.to(device), batch.log_probs  # log π_old from the sampler
+    scoring = dict(temperature=config.temperature, forbidden_ids=forbidden_ids)
     ref_log_probs = None
     if ref_policy is not None:
         with torch.no_grad():
-            ref_log_probs = completion_log_probs(ref_policy, prompt_ids, batch.completion_ids, prompt_mask, **scoring)
-    # 3. μ passes of the clipped surrogate (+ β·k3) over the batch: per-token loss, aggregation,
-    #    backward in one library call (rl.grpo_microbatch_train_step, the whole batch as one micro-batch)
+            ref_log_probs = completion_log_probs(ref_policy, prompt_ids, completion_ids, prompt_mask,
+                                                 completion_mask=mask, **scoring)
+    # 2. advantages: compare within each group (or, for PPO, GAE over tokens with the critic)
+    minibatches = _minibatches(batch.num_groups, config.num_minibatches, config.group_size)
+    advantages, returns = _advantages(config, batch, adv_fn, minibatches, critic, prompt_ids, prompt_mask, mask)
+    # 3. μ passes over M minibatches of whole groups: per-token loss (+ β·k3), aggregation and
+    #    backward in one library call (rl.grpo_microbatch_train_step), one AdamW step each
+    kl, entropy, last = [], [], []
     for epoch in range(config.num_inner_epochs):
-        log_probs, entropy = score(with_entropy=True)  # (B, T) each
-        if epoch == 0:
-            kl = torch.zeros(()) if ref_log_probs is None else masked_mean(kl_k3(log_probs.detach(), ref_log_probs), mask)
-            mean_entropy = masked_mean(entropy.detach(), mask)
-        optimizer.zero_grad(set_to_none=True)
-        loss, _ = grpo_microbatch_train_step(
-            log_probs, mask, 1, loss_type, advantages=advantages[:, None], old_log_probs=old_log_probs,
-            cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref_log_probs, kl_coef=config.kl_coef)
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
-        optimizer.step()
-    ratio = torch.exp(log_probs.detach() - old_log_probs)
-    clipped = clip_region(ratio, advantages[:, None].expand_as(ratio), *cliprange)
-    grouped = rewards.reshape(-1, G)
-    return dict(
-        reward=rewards.mean(), **{"pass@1": correct.mean()}, kl=kl, entropy=mean_entropy,
-        clip_fraction=masked_mean(clipped.float(), mask), completion_length=batch.lengths.float().mean(),
-        frac_zero_variance_groups=(grouped == grouped[:, :1]).all(dim=1).float().mean(), loss=loss.detach(),
-        grad_norm=grad_norm,
-    )
+        for groups, rows in minibatches:
+            log_probs, ent = completion_log_probs(policy, prompt_ids[groups], completion_ids[rows], prompt_mask[groups],
+                                                  completion_mask=mask[rows], with_entropy=True, **scoring)
+            ref = None if ref_log_probs is None else ref_log_probs[rows]
+            if epoch == 0:
+                kl.append(torch.zeros(()) if ref is None else masked_mean(kl_k3(log_probs.detach(), ref), mask[rows]))
+                entropy.append(masked_mean(ent.detach(), mask[rows]))
+            optimizer.zero_grad(set_to_none=True)
+            loss, meta = grpo_microbatch_train_step(
+                log_probs, loss_mask[rows], 1, loss_type, advantages=advantages[rows], old_log_probs=old_log_probs[rows],
+                cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref, kl_coef=config.kl_coef,
+                divergence_threshold=config.divergence_threshold, divergence=config.divergence)
+            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+            optimizer.step()
+            if epoch == config.num_inner_epochs - 1:
+                last.append((meta, loss_mask[rows]))
+        if critic is not None:
+            metrics["value_loss"] = _critic_update(critic, critic_optimizer, prompt_ids, batch, prompt_mask, mask,
+                                                   returns, config)
+    return {**metrics, **_update_metrics(last), "kl": torch.stack(kl).mean(), "entropy": torch.stack(entropy).mean(),
+            "loss": loss.detach(), "grad_norm": grad_norm}
+
+
+def _sampling_metrics(batch, config) -> dict:
+    """Reward, accuracy and length metrics of everything sampled (first round), and the counts."""
+    sampled, nan = batch.stats["sampled"], torch.tensor(float("nan"))
+    lengths, ok = sampled.lengths.float(), sampled.correct.bool()
+    return {
+        "reward": sampled.rewards.mean(), "pass@1": sampled.correct.mean(), "completion_length": lengths.mean(),
+        "length_correct": lengths[ok].mean() if ok.any() else nan,
+        "length_wrong": lengths[~ok].mean() if (~ok).any() else nan,
+        "truncated_fraction": sampled.truncated.float().mean(),
+        "frac_zero_variance_groups": (~mixed_groups(sampled.rewards, config.group_size)).float().mean(),
+        "kept_groups": torch.tensor(float(batch.num_groups)),
+        "completions_generated": torch.tensor(float(batch.stats["generated"])),
+        "sampling_rounds": torch.tensor(float(batch.stats["rounds"])),
+        "value_loss": nan, "kl": nan, "entropy": nan, "clip_fraction": nan, "ratio_std": nan, "loss": nan, "grad_norm": nan,
+    }
+
+
+def _update_metrics(last: list) -> dict:
+    """clip_fraction and ratio_std over the last pass's minibatches (tokens in the loss)."""
+    clipped = torch.cat([(meta.get("clipped", meta.get("weight_clipped")) & m).flatten() for meta, m in last])
+    ratio = torch.cat([meta["ratio"][m] for meta, m in last])
+    count = torch.cat([m.flatten() for _, m in last]).sum().clamp(min=1)
+    return {"clip_fraction": clipped.sum() / count, "ratio_std": ratio.std() if ratio.numel() > 1 else torch.zeros(())}
 
 
 def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progress: bool = True) -> History:
-    """Train ``policy`` in place with GRPO on ``task``'s verifiable reward.
+    """Train ``policy`` in place with GRPO (or any variant in ``GRPO_RECIPES``) on ``task``'s verifiable reward.
 
     J(θ) = E_q E_{o_1..G ∼ π_old} [ agg_{i,t} min(ρ_{i,t} Â_i, clip(ρ_{i,t}, 1−ε_low, 1+ε_high) Â_i)
            − β k3_{i,t}(π_θ ‖ π_ref) ],   ρ_{i,t} = π_θ(o_{i,t}|q, o_{i,<t}) / π_old(o_{i,t}|q, o_{i,<t})
 
+    (the default parts; the other choices of each part are listed in the module docstring).
+
     Source: book eq. (grpo); Shao et al. 2024 (DeepSeekMath), arXiv:2402.03300, eq. 21 and
-    Algorithm 1; Yu et al. 2025 (DAPO), arXiv:2503.14476; Liu et al. 2025 (Dr. GRPO),
-    arXiv:2503.20783; MiniMax 2025 (CISPO), arXiv:2506.13585.
+    Algorithm 1; the variants' papers are listed in :class:`GRPOConfig`.
 
     Args:
         policy: a causal LM (ours from :func:`rlbook.lm.build_policy`, or any local checkpoint
@@ -325,7 +305,8 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
         progress: show a tqdm progress bar.
     Returns:
         History: one entry per step for every metric listed in the module docstring;
-        ``wall_seconds`` set.
+        ``wall_seconds`` set; for PPO (``advantage_estimator="gae"``) the trained critic is
+        ``history.critic``.
     Raises:
         ValueError: invalid config (e.g. group_size < 2), or a tokenizer without an EOS id.
     """
@@ -336,30 +317,51 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
         raise ValueError("`tokenizer` must define eos_token_id (completions end with it)")
     device = get_device(config.device)
     policy.to(device).eval()  # eval(): dropout off, so sampling and scoring agree; gradients flow
-    need_ref = config.kl_coef > 0 or config.log_ref_kl
+    if config.fp32_lm_head:
+        from rlbook.lm.critic import fp32_lm_head
+
+        fp32_lm_head(policy)
+    need_ref = config.kl_coef > 0 or config.log_ref_kl or config.ref_reset_every is not None
     ref_policy = copy.deepcopy(policy).requires_grad_(False) if need_ref else None  # frozen π_ref
     optimizer = grpo_optimizer(policy, config)
+    critic = critic_optimizer = None
+    if config.advantage_estimator == "gae":  # PPO: a value model initialised from the policy
+        from rlbook.lm.critic import build_critic
+
+        critic = build_critic(policy)
+        critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(config.seed)
-    forbidden = forbidden_token_ids(tokenizer)
-    history, start = History(config=config), time.perf_counter()
+    forbidden, retired = forbidden_token_ids(tokenizer), set()
+    history, start, generated = History(config=config), time.perf_counter(), 0
     eval_problems = task.held_out_problems(config.eval_num_problems) if config.eval_every else None
     bar = tqdm(range(config.num_steps), desc="GRPO", disable=not progress, mininterval=1.0)
     for step in bar:
+        if config.max_completions is not None and generated >= config.max_completions:
+            break
         if eval_problems is not None and step % config.eval_every == 0:
-            _log_eval(history, step, policy, tokenizer, eval_problems, task, config)
-        metrics = grpo_step(policy, ref_policy, optimizer, tokenizer, task, config, generator, forbidden)
-        history.log(**metrics)
+            _log_eval(history, step, generated, policy, tokenizer, eval_problems, task, config)
+        reset = config.ref_reset_every is not None and step > 0 and step % config.ref_reset_every == 0
+        if reset:  # ProRL: the reference moves to the current policy; the optimiser starts afresh
+            ref_policy.load_state_dict(policy.state_dict())
+            optimizer = grpo_optimizer(policy, config)
+        metrics = grpo_step(policy, ref_policy, optimizer, tokenizer, task, config, generator, forbidden,
+                            critic=critic, critic_optimizer=critic_optimizer, retired=retired)
+        generated += int(metrics["completions_generated"])
+        history.log(**metrics, ref_reset=float(reset), retired_prompts=float(len(retired)))
         bar.set_postfix({"reward": f"{float(metrics['reward']):.3f}", "kl": f"{float(metrics['kl']):.4f}"}, refresh=False)
     if eval_problems is not None:
-        _log_eval(history, config.num_steps, policy, tokenizer, eval_problems, task, config)
+        _log_eval(history, len(history["reward"]), generated, policy, tokenizer, eval_problems, task, config)
     history.wall_seconds = time.perf_counter() - start
+    if critic is not None:
+        history.critic = critic
     return history
 
 
-def _log_eval(history, step, policy, tokenizer, problems, task, config):
+def _log_eval(history, step, generated, policy, tokenizer, problems, task, config):
     result = evaluate(policy, tokenizer, problems, reward_fn=task.reward, num_samples=8, k=8,
                       max_new_tokens=config.max_new_tokens, seed=config.seed + 1)
-    history.log(eval_step=step, eval_greedy_accuracy=result["greedy_accuracy"], **{"eval_pass@1": result["pass@1"]})
+    history.log(eval_step=step, eval_completions=generated, eval_greedy_accuracy=result["greedy_accuracy"],
+                **{"eval_pass@1": result["pass@1"], "eval_pass@8": result["pass@8"]})
 
 
 @torch.no_grad()
@@ -384,8 +386,9 @@ def evaluate(policy, tokenizer, problems, reward_fn=None, num_samples: int = 16,
         seed: seeds the sampler (results are reproducible).
         batch_size: completions per sampler call.
     Returns:
-        dict with "greedy_accuracy", "pass@1", f"pass@{k}" (floats in [0, 1]) and "num_correct"
-        (np.ndarray (Q,) of correct samples per problem).
+        dict with "greedy_accuracy", "pass@1", f"pass@{k}" (floats in [0, 1]), "num_correct"
+        (np.ndarray (Q,) of correct samples per problem), and "length_correct" / "length_wrong"
+        (mean tokens, EOS included, of the sampled completions that are right / wrong; NaN if none).
     Raises:
         ValueError: ``problems`` empty, or k outside [1, num_samples].
     """
@@ -401,10 +404,10 @@ def evaluate(policy, tokenizer, problems, reward_fn=None, num_samples: int = 16,
         def reward_fn(prompt, completion):
             return float(completion == answers[prompt] + tokenizer.eos_token)
 
-    kwargs = _sample_kwargs(tokenizer, forbidden_token_ids(tokenizer), max_new_tokens, temperature)
+    kwargs = sample_kwargs(tokenizer, forbidden_token_ids(tokenizer), max_new_tokens, temperature)
     generator = torch.Generator().manual_seed(int(seed))
     per_call = max(1, int(batch_size) // int(num_samples))
-    greedy, counts = [], []
+    greedy, counts, right, lengths = [], [], [], []
     for i in range(0, len(problems), per_call):
         chunk = problems[i : i + per_call]
         prompt_ids, prompt_mask = encode_prompts(tokenizer, [q.prompt for q in chunk])
@@ -413,10 +416,14 @@ def evaluate(policy, tokenizer, problems, reward_fn=None, num_samples: int = 16,
         out = sample_completions(policy, prompt_ids, prompt_mask, num_samples=num_samples, generator=generator, **kwargs)
         ok = [reward_fn(chunk[j // num_samples].prompt, o) for j, o in enumerate(out.texts)]
         counts += np.asarray(ok).reshape(len(chunk), num_samples).sum(axis=1).round().astype(int).tolist()
-    counts = np.asarray(counts)
+        right += ok
+        lengths += out.completion_mask.sum(dim=1).tolist()
+    counts, right, lengths = np.asarray(counts), np.asarray(right) > 0.5, np.asarray(lengths, dtype=float)
     return {
         "greedy_accuracy": float(np.mean(greedy)),
         "pass@1": float(np.mean(pass_at_k(num_samples, counts, 1))),
         f"pass@{k}": float(np.mean(pass_at_k(num_samples, counts, k))),
         "num_correct": counts,
+        "length_correct": float(lengths[right].mean()) if right.any() else float("nan"),
+        "length_wrong": float(lengths[~right].mean()) if (~right).any() else float("nan"),
     }

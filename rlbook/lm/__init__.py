@@ -7,7 +7,8 @@ Accessed as ``rl.lm.<name>`` (``import rlbook as rl``). Names resolve lazily, so
 module                      public names
 ==========================  ======================================================================
 ``rlbook.lm.tokenizer``     build_char_tokenizer, encode_prompts, forbidden_token_ids
-``rlbook.lm.task``          AdditionTask (reward, format_reward), Problem, corrupt_answer
+``rlbook.lm.task``          AdditionTask (reward, format_reward), ScratchpadAdditionTask (free-length
+                            working before the answer), Problem, corrupt_answer
 ``rlbook.lm.model``         policy_config, build_policy, load_policy, count_parameters
 ``rlbook.lm.sampling``      sample_completions, Completions, completion_mask_from_eos,
                             decode_completions
@@ -18,6 +19,8 @@ module                      public names
 ``rlbook.lm.standard``      tokenize_prompt_and_output, get_response_log_probs (the course-standard
                             right-padded layout; the loss steps are in :mod:`rlbook.steps`)
 ``rlbook.lm.checkpoint``    save_checkpoint, load_checkpoint
+``rlbook.lm.critic``        build_critic, critic_values (a value head on the policy's GPT-2, for PPO),
+                            FP32LMHead, fp32_lm_head (ScaleRL's float32 output layer)
 ==========================  ======================================================================
 
 GRPO itself lives in :mod:`rlbook.algos.grpo` (``rl.train_grpo``, ``rl.GRPOConfig``, ``rl.evaluate``).
@@ -27,10 +30,10 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast", "sft", "standard", "checkpoint")
+_SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast", "sft", "standard", "checkpoint", "critic")
 _EXPORTS = {
     "tokenizer": ["SPECIAL_TOKENS", "DEFAULT_ALPHABET", "build_char_tokenizer", "encode_prompts", "forbidden_token_ids"],
-    "task": ["Problem", "AdditionTask", "corrupt_answer"],
+    "task": ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer"],
     "model": ["policy_config", "build_policy", "load_policy", "count_parameters"],
     "sampling": ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"],
     "logprobs": ["token_log_probs", "completion_log_probs", "position_ids_from_mask"],
@@ -38,6 +41,7 @@ _EXPORTS = {
     "sft": ["SFTConfig", "sft_batch", "train_sft", "load_or_train_sft"],
     "standard": ["tokenize_prompt_and_output", "get_response_log_probs"],
     "checkpoint": ["save_checkpoint", "load_checkpoint"],
+    "critic": ["build_critic", "critic_values", "FP32LMHead", "fp32_lm_head"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

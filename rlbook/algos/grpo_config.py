@@ -1,0 +1,220 @@
+"""``GRPOConfig``: the parts of a GRPO-family method, and the published methods as named recipes.
+
+The training loop that reads these settings is :func:`rlbook.train_grpo` (module
+:mod:`rlbook.algos.grpo`, whose docstring has the table of parts); this module only holds the
+settings, their checks and the recipes, so the loop stays short enough to read in one sitting.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from rlbook import _checks
+from rlbook.advantages import group_relative_advantages, leave_one_out_advantages, magistral_advantages, maxrl_advantages
+from rlbook.aggregation import fixed_length_mean, prompt_mean, seq_mean_token_mean, token_mean
+
+__all__ = ["GRPOConfig", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS", "GRPO_RECIPES"]
+
+ADVANTAGE_ESTIMATORS = {
+    "grpo": functools.partial(group_relative_advantages, scale="std"),
+    "dr_grpo": functools.partial(group_relative_advantages, scale="none"),
+    "rloo": leave_one_out_advantages,
+    "maxrl": maxrl_advantages,
+    "magistral": magistral_advantages,  # centred per group, scaled by the minibatch std
+    "gae": None,  # PPO with a critic: GAE over tokens (see _gae_advantages), no group baseline
+}
+# config name -> ``loss_type`` of :func:`rlbook.policy_gradient_loss`
+PER_TOKEN_LOSSES = {"clipped_surrogate": "grpo_clip", "cispo": "cispo", "gspo": "gspo", "gspo_token": "gspo_token",
+                    "dppo": "dppo"}
+LOSS_AGGREGATIONS = {
+    "seq_mean_token_mean": seq_mean_token_mean,
+    "token_mean": token_mean,
+    "fixed_length_mean": fixed_length_mean,
+    "prompt_mean": prompt_mean,
+}
+_DAPO = dict(clip_eps_high=0.28, loss_aggregation="token_mean", kl_coef=0.0, overlong_filter=True,
+             overlong_cache_length=4, dynamic_sampling=True)
+# The published methods as settings of the parts (papers in the GRPOConfig docstring). Numbers that
+# the papers tuned for 7B-32B models (ε of GSPO, τ of DPPO, ε_high of ProRL and Magistral) are
+# kept as published; the budget-dependent ones (the overlong zone) are scaled to this book's tasks.
+GRPO_RECIPES = {
+    "grpo": dict(kl_coef=0.04),
+    "dr_grpo": dict(advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean", kl_coef=0.0),
+    "dapo": _DAPO,
+    "rloo": dict(advantage_estimator="rloo", kl_coef=0.0),
+    "cispo": dict(per_token_loss="cispo", clip_eps_low=1.0, clip_eps_high=0.28, loss_aggregation="token_mean",
+                  kl_coef=0.0),
+    "gspo": dict(per_token_loss="gspo", clip_eps_low=3e-4, clip_eps_high=4e-4, kl_coef=0.0),
+    "maxrl": dict(advantage_estimator="maxrl", kl_coef=0.0),
+    "dppo": dict(per_token_loss="dppo", divergence="binary_tv", divergence_threshold=0.15, kl_coef=0.0),
+    "prorl": dict(clip_eps_high=0.4, loss_aggregation="token_mean", dynamic_sampling=True, kl_coef=1e-2,
+                  ref_reset_every=50),
+    "magistral": {**_DAPO, "clip_eps_high": 0.25, "advantage_estimator": "magistral"},
+    "scalerl": dict(per_token_loss="cispo", clip_eps_low=1.0, clip_eps_high=3.0, advantage_estimator="magistral",
+                    loss_aggregation="prompt_mean", zero_variance_filter=True, retire_pass_rate=0.9, fp32_lm_head=True,
+                    kl_coef=0.0),
+    "ppo": dict(advantage_estimator="gae", kl_coef=0.04),
+}
+
+
+@dataclass
+class GRPOConfig:
+    """Settings of :func:`train_grpo` (defaults: the book's tuned small run; see the module docstring).
+
+    Sources of the variants: Shao et al. 2024 (GRPO), arXiv:2402.03300; Liu et al. 2025 (Dr. GRPO),
+    arXiv:2503.20783; Yu et al. 2025 (DAPO), arXiv:2503.14476; Ahmadian et al. 2024 (RLOO),
+    arXiv:2402.14740; MiniMax 2025 (CISPO), arXiv:2506.13585; Zheng et al. 2025 (GSPO),
+    arXiv:2507.18071; MaxRL (maximum-likelihood RL, 2026), arXiv:2602.02710; Qi et al. 2026 (DPPO),
+    arXiv:2602.04879; Liu et
+    al. 2025 (ProRL), arXiv:2505.24864; Mistral AI 2025 (Magistral), arXiv:2506.10910; Khatri et
+    al. 2025 (ScaleRL), arXiv:2510.13786; Ouyang et al. 2022 (PPO with a critic for LMs),
+    arXiv:2203.02155.
+
+    Attributes:
+        group_size: G, completions sampled per prompt (≥ 2).
+        prompts_per_step: prompts per step; the batch holds B = prompts_per_step · G completions.
+        num_steps: sampling + update rounds (at most; see ``max_completions``).
+        lr: AdamW learning rate (constant).
+        clip_eps_low: ε_low of the ratio band [1 − ε_low, 1 + ε_high] (GSPO: of the sequence ratio).
+        clip_eps_high: ε_high; None = ε_low (symmetric PPO/GRPO), 0.28 = DAPO's clip-higher.
+        kl_coef: β of the per-token k3 penalty to the frozen reference policy π_ref (0 = none).
+        num_inner_epochs: μ, optimiser passes over each batch (μ = 1 and M = 1: ρ ≡ 1, clip inactive).
+        num_minibatches: M ≥ 1, minibatches (of whole groups) per pass; μ·M optimiser steps per
+            generation. Must divide the number of groups in the batch.
+        max_new_tokens: completion budget in tokens, EOS included.
+        temperature: τ of the sampling distribution softmax(logits/τ) (also used in the loss).
+        loss_aggregation: name in ``LOSS_AGGREGATIONS`` or a callable(loss, mask) -> 0-d tensor.
+        advantage_estimator: name in ``ADVANTAGE_ESTIMATORS`` or a callable(rewards, group_size).
+        advantage_std: the group std of the "grpo" estimator: "population" (÷G, the default) or
+            "sample" (÷(G−1), ``torch.std``'s default, as in TRL); passed as ``std=`` to
+            :func:`rlbook.group_relative_advantages`. Only "grpo" divides by a group std, so any
+            other estimator requires the default.
+        per_token_loss: name in ``PER_TOKEN_LOSSES`` (see :func:`rlbook.policy_gradient_loss`).
+        divergence: DPPO's divergence estimate, "binary_tv" or "binary_kl" (:func:`rlbook.dppo_mask`).
+        divergence_threshold: DPPO's τ > 0: a token whose estimated divergence exceeds τ (and
+            whose update would push it further) gets no gradient.
+        gae_lambda: λ of GAE over tokens ("gae" estimator).
+        gamma: γ of GAE over tokens ("gae" estimator; 1 = undiscounted, the usual choice for LMs).
+        critic_lr: AdamW learning rate of the critic ("gae" estimator).
+        format_coef: weight of ``task.format_reward`` added to the correctness reward.
+        overlong_cache_length: DAPO soft overlong punishment zone in tokens (0 = off); the
+            budget L_max is ``max_new_tokens``.
+        overlong_filter: mask truncated completions (no EOS within the budget) out of the loss
+            (DAPO); they still count in their group's advantage statistics.
+        dynamic_sampling: keep only groups with mixed rewards, resampling prompts to fill the
+            batch (DAPO).
+        max_sampling_rounds: cap ≥ 1 on sampling rounds per step with ``dynamic_sampling``.
+        zero_variance_filter: drop groups with all-equal rewards, no resampling (ScaleRL).
+        retire_pass_rate: a prompt whose group pass rate exceeds this value leaves the training
+            pool for good (ScaleRL's no-positive-resampling: 0.9); None = never.
+        ref_reset_every: K ≥ 1: every K steps π_ref ← π_θ and the optimiser state is reset
+            (ProRL); None = never.
+        fp32_lm_head: compute the LM head in float32 (:func:`rlbook.lm.fp32_lm_head`), for
+            bf16/fp16 weights (MiniMax, ScaleRL); the policy is modified in place.
+        max_completions: stop once this many completions were generated (all rounds counted);
+            None = run ``num_steps`` steps. Compares methods at equal sampling budget.
+        max_grad_norm: gradient-norm clip.
+        log_ref_kl: keep a frozen copy π_ref of the initial policy and log the k3 KL to it even
+            when ``kl_coef`` = 0 (one extra no-grad forward per step).
+        eval_every: evaluate on ``task.held_out_problems(eval_num_problems)`` every this many
+            steps (0 = never; costs time).
+        eval_num_problems: held-out problems per evaluation.
+        seed: seeds prompt draws and sampling (a private torch.Generator).
+        device: None = ``rl.get_device()``.
+    Raises:
+        ValueError: a field out of range (named), e.g. τ ≤ 0, a sampling cap or a reset period < 1.
+    """
+
+    group_size: int = 8
+    prompts_per_step: int = 64
+    num_steps: int = 150
+    lr: float = 2e-4
+    clip_eps_low: float = 0.2
+    clip_eps_high: float | None = None
+    kl_coef: float = 0.0
+    num_inner_epochs: int = 1
+    num_minibatches: int = 1
+    max_new_tokens: int = 8
+    temperature: float = 1.0
+    loss_aggregation: object = "seq_mean_token_mean"
+    advantage_estimator: object = "grpo"
+    advantage_std: str = "population"
+    per_token_loss: str = "clipped_surrogate"
+    divergence: str = "binary_tv"
+    divergence_threshold: float = 0.15
+    gae_lambda: float = 0.95
+    gamma: float = 1.0
+    critic_lr: float = 1e-3
+    format_coef: float = 0.0
+    overlong_cache_length: int = 0
+    overlong_filter: bool = False
+    dynamic_sampling: bool = False
+    max_sampling_rounds: int = 4
+    zero_variance_filter: bool = False
+    retire_pass_rate: float | None = None
+    ref_reset_every: int | None = None
+    fp32_lm_head: bool = False
+    max_completions: int | None = None
+    max_grad_norm: float = 1.0
+    log_ref_kl: bool = True
+    eval_every: int = 0
+    eval_num_problems: int = 200
+    seed: int = 0
+    device: str | None = None
+
+    @classmethod
+    def recipe(cls, name: str, **overrides) -> "GRPOConfig":
+        """The config of a published method (``GRPO_RECIPES[name]``), with ``overrides`` on top.
+
+        Raises:
+            ValueError: unknown ``name`` (the message lists the recipes), or an invalid field.
+        """
+        if name not in GRPO_RECIPES:
+            raise ValueError(f"`name` must be one of {sorted(GRPO_RECIPES)}; got {name!r}")
+        return cls(**{**GRPO_RECIPES[name], **overrides})
+
+    def __post_init__(self):
+        for name in ("group_size", "prompts_per_step", "num_steps", "num_inner_epochs", "num_minibatches",
+                     "max_new_tokens", "max_sampling_rounds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer; got {value!r}")
+        for name in ("ref_reset_every", "max_completions"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"`{name}` must be None or a positive integer; got {value!r}")
+        if self.group_size < 2:
+            raise ValueError(f"`group_size` must be ≥ 2 (a group needs siblings to compare); got {self.group_size}")
+        if self.prompts_per_step % self.num_minibatches:
+            raise ValueError(f"`num_minibatches` must divide `prompts_per_step`={self.prompts_per_step} (minibatches "
+                             f"hold whole groups); got {self.num_minibatches}")
+        for name in ("lr", "temperature", "divergence_threshold", "critic_lr"):
+            _checks.check_positive(name, getattr(self, name))
+        # any finite ε ≥ 0, as the per-token losses accept (ε_low ≥ 1: no lower clip)
+        _checks.check_in_range("clip_eps_low", self.clip_eps_low, 0.0, float("inf"), high_inclusive=False)
+        if self.clip_eps_high is not None:
+            _checks.check_in_range("clip_eps_high", self.clip_eps_high, 0.0, float("inf"), high_inclusive=False)
+        _checks.check_in_range("kl_coef", self.kl_coef, 0.0)
+        _checks.check_in_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
+        _checks.check_in_range("gamma", self.gamma, 0.0, 1.0)
+        _checks.check_in_range("overlong_cache_length", self.overlong_cache_length, 0, self.max_new_tokens)
+        _checks.check_in_range("eval_every", self.eval_every, 0)
+        if self.retire_pass_rate is not None:
+            _checks.check_in_range("retire_pass_rate", self.retire_pass_rate, 0.0, 1.0, high_inclusive=False)
+        if not callable(self.advantage_estimator) and self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"`advantage_estimator` must be one of {sorted(ADVANTAGE_ESTIMATORS)} or a callable; got {self.advantage_estimator!r}")
+        if self.advantage_std not in ("population", "sample"):
+            raise ValueError(f"`advantage_std` must be 'population' (÷G) or 'sample' (÷(G−1)); got {self.advantage_std!r}")
+        if self.advantage_std != "population" and self.advantage_estimator != "grpo":
+            raise ValueError(f"`advantage_std` applies only to advantage_estimator='grpo' (the one that divides by a std); "
+                             f"got advantage_std={self.advantage_std!r} with advantage_estimator={self.advantage_estimator!r}")
+        if not callable(self.loss_aggregation) and self.loss_aggregation not in LOSS_AGGREGATIONS:
+            raise ValueError(f"`loss_aggregation` must be one of {sorted(LOSS_AGGREGATIONS)} or a callable; got {self.loss_aggregation!r}")
+        if self.per_token_loss not in PER_TOKEN_LOSSES:
+            raise ValueError(f"`per_token_loss` must be one of {sorted(PER_TOKEN_LOSSES)}; got {self.per_token_loss!r}")
+        if self.divergence not in ("binary_tv", "binary_kl"):
+            raise ValueError(f"`divergence` must be 'binary_tv' or 'binary_kl'; got {self.divergence!r}")
+        if self.dynamic_sampling and self.zero_variance_filter:
+            raise ValueError("`dynamic_sampling` (resample to refill, DAPO) and `zero_variance_filter` (drop, ScaleRL) "
+                             "are alternatives; set at most one")
