@@ -113,7 +113,24 @@ def _problems(config: GRPOConfig) -> tuple[list[str], str | None]:
         problems.append(f"overlong_cache_length={config.overlong_cache_length}: TRL's config has no soft overlong "
                         "penalty; add trl.rewards.get_soft_overlong_punishment(max_new_tokens, overlong_cache_length) "
                         "to the reward functions instead")
+    defaults = GRPOConfig()
+    for name, what in _NO_TRL_FIELD.items():
+        if getattr(config, name) != getattr(defaults, name):
+            problems.append(f"{name}={getattr(config, name)!r}: {what}; leave it at {getattr(defaults, name)!r}")
     return problems, loss_type
+
+
+# rlbook settings (Part IV) that the bridge does not map to TRL, with the reason
+_NO_TRL_FIELD = {
+    "num_minibatches": "TRL splits a generation into steps_per_generation optimiser steps of its own, not mapped here",
+    "overlong_filter": "TRL's mask_truncated_completions is not mapped (its loss normalisers are not checked equal)",
+    "dynamic_sampling": "TRL's GRPOTrainer has no dynamic sampling (resampling prompts until groups are mixed)",
+    "zero_variance_filter": "TRL's GRPOTrainer does not drop zero-variance groups",
+    "retire_pass_rate": "TRL's GRPOTrainer has no prompt retirement",
+    "ref_reset_every": "TRL's sync_ref_model mixes π_ref toward π_θ and keeps the optimiser state (not ProRL's hard reset)",
+    "fp32_lm_head": "TRL has no float32-head switch for a float32 model (it is a no-op there anyway)",
+    "max_completions": "TRL counts optimiser steps, not generated completions",
+}
 
 
 def trl_loss_type(config: GRPOConfig) -> str:
@@ -159,7 +176,9 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
         ValueError: one message naming every rlbook setting TRL cannot express, each with what to
             change (e.g. ``advantage_std='population'``; ``advantage_estimator='rloo'``;
             ``per_token_loss='cispo'`` with ``clip_eps_low < 1``; a callable aggregation;
-            ``overlong_cache_length > 0``).
+            ``overlong_cache_length > 0``; the GSPO and DPPO losses; any Part IV switch left off its
+            default: minibatches, overlong filtering, dynamic sampling, zero-variance filtering,
+            prompt retirement, reference resets, the FP32 head, a completion budget).
         ImportError: TRL is not installed (the message says how to install it).
     """
     if not isinstance(config, GRPOConfig):

@@ -154,6 +154,22 @@ def test_to_trl_config_names_every_setting_trl_cannot_express():
     assert bridge.trl_loss_type(rl.GRPOConfig()) == "grpo"
 
 
+@pytest.mark.parametrize("field, value", [("num_minibatches", 2), ("overlong_filter", True), ("dynamic_sampling", True),
+                                          ("zero_variance_filter", True), ("retire_pass_rate", 0.9),
+                                          ("ref_reset_every", 5), ("fp32_lm_head", True), ("max_completions", 64)])
+def test_to_trl_config_refuses_each_unmapped_part_iv_setting(field, value):
+    base = dict(advantage_std="sample", device="cpu")
+    bridge.to_trl_config(rl.GRPOConfig(**base))  # mappable without the setting
+    with pytest.raises(ValueError, match=f"{field}={value!r}"):
+        bridge.to_trl_config(rl.GRPOConfig(**base, **{field: value}))
+
+
+@pytest.mark.parametrize("loss", ["gspo", "gspo_token", "dppo"])
+def test_to_trl_config_refuses_the_sequence_and_divergence_losses(loss):
+    with pytest.raises(ValueError, match=f"per_token_loss='{loss}'"):
+        bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", per_token_loss=loss, device="cpu"))
+
+
 def test_trl_loss_checks_its_inputs():
     config = small_config(advantage_std="sample", kl_coef=0.0)
     policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu")
