@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import torch
 
-__all__ = ["SIZES", "get_size", "by_size", "get_device", "runs_dir"]
+__all__ = ["SIZES", "get_size", "by_size", "get_device", "runs_dir", "benchmark_results"]
 
 SIZES = ("small", "full")
 T = TypeVar("T")
@@ -48,6 +48,28 @@ def get_device(device: str | torch.device | None = None) -> torch.device:
     if device is not None:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+BENCHMARK_RESULTS = Path(__file__).resolve().parent / "data"
+
+
+def benchmark_results(name: str) -> dict:
+    """The saved output of ``benchmarks/<name>.py --save`` (shipped with the package), as a dict.
+
+    Chapters print their benchmark tables from these files, so a quoted number is the number the
+    benchmark printed. Example: ``rl.benchmark_results("grpo_variants")["family"]["DAPO"]["pass@1"]``
+    is (mean, std) over seeds.
+
+    Raises:
+        ValueError: no saved result of that name (the message lists those there are).
+    """
+    import json
+
+    path = BENCHMARK_RESULTS / f"{name}.json"
+    if not path.is_file():
+        saved = sorted(p.stem for p in BENCHMARK_RESULTS.glob("*.json"))
+        raise ValueError(f"`name` must be a saved benchmark result, one of {saved}; got {name!r}")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def runs_dir() -> Path:
