@@ -319,7 +319,9 @@ rl.claim("one sample is right less than half the time", sft_eval["pass@1"], high
 # can check (8.1) directly: enumerate all 1000 well-formed answers `"000</s>"`…`"999</s>"`, score each
 # as a sum of token log-probabilities, and add up their probabilities. The mass on well-formed
 # answers should be close to 1, the right answer should be the favourite with roughly 40% of it, and
-# the runners-up should be one digit away.
+# most of the rest should sit on the 27 answers that are one digit away (the label noise changes one
+# digit), although they are under 3% of the 999 wrong answers. Which of them rank second to fifth
+# is a matter of a few thousandths and changes with the CPU's float order; the share does not.
 
 # %%
 q = held_out[0]
@@ -334,7 +336,11 @@ print(f"{q.prompt}: mass on well-formed answers {probs.sum():.3f}; π(right answ
 print("most likely answers:", [(answers[i], round(float(probs[i]), 3)) for i in top])
 assert 0.9 < float(probs.sum()) <= 1.0 + 1e-4
 assert answers[top[0]] == q.answer, "the right answer should be the favourite"
-assert all(sum(x != y for x, y in zip(answers[i], q.answer)) == 1 for i in top[1:]), "runners-up are one digit away"
+one_digit_off = torch.tensor([sum(x != y for x, y in zip(a, q.answer)) == 1 for a in answers])
+wrong_mass = probs.sum() - probs[int(q.answer)]
+one_digit_share = float(probs[one_digit_off].sum() / wrong_mass)
+print(f"share of the wrong answers' mass on the {int(one_digit_off.sum())} answers one digit away: {one_digit_share:.2f}")
+assert one_digit_share > 0.5, "most of the wrong mass should be one digit away"
 rl.claim("roughly 40% of it", probs[int(q.answer)], 0.4, abs=0.15);
 
 # %% [markdown]
