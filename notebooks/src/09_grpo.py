@@ -458,7 +458,7 @@ print("before:", {k: round(v, 3) for k, v in before.items() if k != "num_correct
 print("after: ", {k: round(v, 3) for k, v in after.items() if k != "num_correct"})
 print(f"GRPO phase: {history.wall_seconds:.0f} s on this machine")
 assert after["pass@1"] - before["pass@1"] >= 0.40, "held-out sampled pass@1 should rise by at least 40 points"
-assert after["greedy_accuracy"] > before["greedy_accuracy"], "greedy accuracy should rise too"
+assert after["greedy_accuracy"] >= before["greedy_accuracy"], "greedy accuracy should not fall"
 
 # %%
 DIAGNOSTICS = {
@@ -694,7 +694,8 @@ if HAVE_TRL:
 #   and the two losses and gradients agree on the same batch to $10^{-6}$.
 # * On the book's small transformer GRPO lifted held-out sampled pass@1 by more than 40 points in a
 #   short CPU run (its time is printed in §9.6), by sharpening what supervised training had left
-#   uncertain; greedy accuracy, already high, rose as well. That run had $\beta = 0$ and $\mu = 1$, so
+#   uncertain; greedy accuracy, already high, did not fall (whether it rises by a point or stays put
+#   depends on the CPU the supervised model was trained on). That run had $\beta = 0$ and $\mu = 1$, so
 #   neither the KL penalty nor the clip acted; with $\mu = 4$ and $\beta = 0.04$ both do.
 #
 # ## Exercises
