@@ -78,3 +78,32 @@ def test_check_helpers_name_the_argument():
         _checks.as_float_tensor("x", [1.0, float("nan")])
     with pytest.raises(ValueError, match="`p` must sum to 1"):
         _checks.check_probabilities("p", torch.tensor([0.5, 0.2]))
+
+
+def test_benchmark_results_load_the_saved_file_and_name_a_missing_one(tmp_path, monkeypatch):
+    import json
+
+    from rlbook import config
+
+    (tmp_path / "demo.json").write_text(json.dumps({"family": {"GRPO": {"pass@1": [0.8, 0.01]}}}), encoding="utf-8")
+    monkeypatch.setattr(config, "BENCHMARK_RESULTS", tmp_path)
+    assert rl.benchmark_results("demo")["family"]["GRPO"]["pass@1"] == [0.8, 0.01]
+    with pytest.raises(ValueError, match=r"`name`.*\['demo'\].*'missing'"):
+        rl.benchmark_results("missing")
+
+
+def test_the_shipped_grpo_variants_result_has_every_row_the_chapters_print():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "grpo_variants.py"
+    spec = importlib.util.spec_from_file_location("grpo_variants", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    saved = rl.benchmark_results("grpo_variants")
+    assert list(saved["ablation"]) == [name for name, _ in bench.ABLATION]
+    assert list(saved["family"]) == [name for name, _, _ in bench.FAMILY]
+    assert saved["seeds"] == [0, 1, 2], "the chapters quote the three-seed run"
+    for table in ("ablation", "family"):
+        for row in saved[table].values():
+            assert set(row) == set(bench.METRICS)
