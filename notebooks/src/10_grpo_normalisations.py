@@ -1,0 +1,666 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10. What GRPO's normalisations do
+#
+# **Goals.** By the end of this chapter you can
+# * say which tokens each loss aggregation pushes hardest, derive the *length bias* of GRPO's
+#   per-answer mean and the *difficulty bias* of its division by the group's standard deviation, and
+#   measure both on a model that chooses how long its answers are;
+# * name DAPO's five changes to GRPO, switch each on and off as one `GRPOConfig` field, and compare
+#   the published ablation with the same ablation on our model;
+# * write $\log p$ as a sum of pass@$k$ terms, check it numerically, and explain why MaxRL's estimator
+#   optimises a truncated likelihood instead of pass@1;
+# * draw pass@$k$ curves before and after RL, and say what the critic of PPO costs and buys here.
+#
+# **Prerequisites.** Chapter 9 (GRPO, its advantages and its three aggregations) and the supervised
+# warm-up of chapter 8.
+#
+# **Why this chapter?** After GRPO came a stream of variants: Dr. GRPO, DAPO, RLOO, MaxRL and more.
+# Each one changes a single "innocent" choice (a normaliser, a mean, a baseline) and claims that the
+# choice changes *what the model learns*, not only how fast. Such claims are easy to state and hard to
+# see. Here every variant is a setting of the one training loop of chapter 9, so we can switch one
+# choice at a time on a model trained on this machine, and watch what happens.
+
+# %%
+import copy
+import itertools
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import rlbook as rl
+
+rl.seed_everything(0)
+# One thread, as in chapter 9: sampled tokens then repeat exactly on this machine, and a busy
+# machine slows the chapter down gently instead of stalling it.
+torch.set_num_threads(1)
+device = rl.get_device()
+SIZE = rl.get_size()  # "small" (default; 2 CPU cores) or "full", via RLBOOK_SIZE
+print("size:", SIZE)
+
+# %% [markdown]
+# ## 10.1 A task whose answers may be long
+#
+# The addition task of chapters 8 and 9 has answers of fixed length: "27+45=" has exactly one right
+# completion, `072</s>`, four tokens. Every claim about *length* is then void. So we give the model a
+# choice. In the *scratchpad* version of the task (after Nye et al. 2021, "Show your work",
+# arXiv:2112.00114) a completion may show its working first, one column at a time from the units,
+# each step ending in ";":
+#
+# `27+45=` → `7+5=12;2+4+1=7;072</s>` (18 tokens) or simply `072</s>` (4 tokens).
+#
+# The verifier reads only the text after the last ";" (or all of it, if there is none): the working is
+# never checked. A right answer scores 1 after no working, after the reference working, or after a
+# page of nonsense; only the token budget, 24 new tokens here, bounds the length. The supervised
+# labels are written with the working half of the time, and 60% of them carry a one-digit mistake in
+# the answer (as in chapter 8), so the model starts uncertain, and unsure whether to show its work.
+
+# %%
+task = rl.lm.ScratchpadAdditionTask(num_digits=2, held_out_fraction=0.1, seed=0, scratchpad_prob=0.5)
+tok = rl.lm.build_char_tokenizer(task.alphabet)
+MAX_NEW = 24  # the token budget of every run and evaluation in this chapter (and chapter 11)
+q = task.held_out_problems(1)[0]
+a, b = (int(x) for x in q.prompt[:-1].split("+"))
+for completion in (task.working_for(a, b) + q.answer + "</s>", q.answer + "</s>", "1+1=2;" + q.answer + "</s>",
+                   task.working_for(a, b) + "000</s>"):
+    print(f"{q.prompt}{completion:<28} reward {task.reward(q.prompt, completion):.0f}")
+print("longest reference completion:", task.max_completion_tokens, "tokens")
+
+# %% [markdown]
+# The supervised model is trained once and saved (chapter 11 starts from it too). It takes one to two
+# minutes on two CPU cores; a second run of the chapter loads it.
+
+# %%
+SFT_CHECKPOINT = rl.runs_dir() / "checkpoints" / "ch10_scratchpad_sft"
+sft_policy, _, loaded = rl.lm.load_or_train_sft(tok, task, rl.lm.SFTConfig(seed=0), checkpoint=SFT_CHECKPOINT,
+                                                model_seed=0)
+sft_policy.to(device)
+print("supervised model:", "loaded" if loaded else "trained here", "|", rl.lm.count_parameters(sft_policy), "parameters")
+held_out = task.held_out_problems(rl.by_size(small=200, full=1000))
+
+
+def evaluate(policy, num_samples=16, k=8):
+    return rl.evaluate(policy, tok, held_out, reward_fn=task.reward, num_samples=num_samples, k=k,
+                       max_new_tokens=MAX_NEW, seed=1)
+
+
+def show(name, result):
+    keys = ("greedy_accuracy", "pass@1", "pass@8", "length_correct", "length_wrong")
+    print(f"{name:<12}" + "  ".join(f"{k} {result[k]:.3f}" for k in keys if k in result))
+
+
+before = evaluate(sft_policy)
+show("before RL", before)
+
+# %% [markdown]
+# Sampled pass@1 is low while greedy accuracy and pass@8 are high: the right answer is usually the
+# favourite, with much of the mass on its one-digit neighbours, as in chapter 8. Right and wrong
+# answers have about the same length, a mix of working and direct answers.
+
+# %%
+rl.claim("Sampled pass@1 is low", before["pass@1"], high=0.6)
+rl.claim("greedy accuracy and pass@8 are high", min(before["greedy_accuracy"], before["pass@8"]), low=0.8)
+rl.claim("about the same length", abs(before["length_correct"] - before["length_wrong"]), high=2.0)
+
+# %% [markdown]
+# ## 10.2 The length bias of the per-answer mean (Dr. GRPO)
+#
+# GRPO's loss (9.2) averages the per-token losses $\ell_{i,t}$ *within* each answer and then over the
+# $B$ answers of the batch. Written as one weighted sum,
+#
+# $$L = \sum_{i,t} w_{i,t}\,\ell_{i,t}, \qquad
+# w^{\text{GRPO}}_{i,t} = \frac{1}{B\,|o_i|}, \quad
+# w^{\text{DAPO}}_{i,t} = \frac{1}{\sum_j |o_j|}, \quad
+# w^{\text{Dr.GRPO}}_{i,t} = \frac{1}{B\,L_{\max}}, \quad
+# w^{\text{ScaleRL}}_{i,t} = \frac{1}{P\,N_p}. \tag{10.1}$$
+#
+# At $\rho = 1$ the per-token loss is $\ell_{i,t} = -\hat A_i \log\pi_\theta(o_{i,t}\mid\cdot)$, so each token of
+# answer $i$ is pushed with strength $w_{i,t}\hat A_i$. Under GRPO that is $\hat A_i/(B|o_i|)$: the
+# *same* advantage is spread more thinly over a long answer. Liu et al. (2025, "Understanding
+# R1-Zero-like training", arXiv:2503.20783) point out the two consequences. A right answer
+# ($\hat A_i > 0$) is reinforced per token more strongly the shorter it is; a wrong answer
+# ($\hat A_i < 0$) is penalised per token more weakly the longer it is. The per-answer mean prefers
+# short right answers and tolerates long wrong ones. Their fix, Dr. GRPO ("GRPO done right"), divides
+# by a constant, the budget $L_{\max}$, so that each token's weight no longer depends on its answer's
+# length. DAPO divides by the batch's token count, also the same for every token. ScaleRL's
+# prompt-level mean (chapter 11) weighs every prompt equally, and tokens equally within a prompt.
+#
+# The weights (10.1) are also the gradients $\partial L/\partial \ell_{i,t}$, which autograd confirms
+# on a batch of answers with lengths 4, 8, 18 and 24:
+
+# %%
+lengths = torch.tensor([4, 8, 18, 24])
+mask = torch.arange(MAX_NEW)[None, :] < lengths[:, None]  # (4, 24)
+per_token_loss = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
+aggregations = {
+    "GRPO (per-answer mean)": lambda x: rl.seq_mean_token_mean(x, mask),
+    "DAPO (token mean)": lambda x: rl.token_mean(x, mask),
+    "Dr. GRPO (÷ B·L_max)": lambda x: rl.fixed_length_mean(x, mask, max_length=MAX_NEW),
+    "ScaleRL (prompt mean, G=2)": lambda x: rl.prompt_mean(x, mask, group_size=2),
+}
+modes = ["seq_mean_token_mean", "token_mean", "fixed_length_mean", "prompt_mean"]
+fig, ax = plt.subplots(figsize=(7, 3), dpi=80)
+for (name, aggregate), mode in zip(aggregations.items(), modes):
+    (grad,) = torch.autograd.grad(aggregate(per_token_loss), per_token_loss)
+    weights = rl.per_token_weights(mask, mode, max_length=MAX_NEW, group_size=2, dtype=torch.float64)
+    assert torch.allclose(grad, weights), name
+    ax.plot(lengths, grad[:, 0], "o-", label=name)
+    print(f"{name:<28} weight of one token, answers of 4/8/18/24 tokens: {np.round(grad[:, 0].numpy(), 4)}")
+ax.set_xlabel("answer length |o_i| (tokens)"); ax.set_ylabel("weight of each of its tokens")
+ax.set_title("How hard each token is pushed, by aggregation", fontsize=10); ax.legend(fontsize=7);
+
+# %% [markdown]
+# Only the per-answer mean gives a token of a 4-token answer six times the weight of a token of a
+# 24-token one. Summed over the answer, GRPO gives every answer the same total push, whatever its
+# length, while the others give each answer a push proportional to its length.
+
+# %%
+grpo_weights = rl.per_token_weights(mask, "seq_mean_token_mean")
+rl.claim("six times the weight", grpo_weights[0, 0] / grpo_weights[3, 0], 6.0, rel=1e-6)
+
+# %% [markdown]
+#
+# **The difficulty bias of the standard deviation.** The second normalisation Dr. GRPO removes is
+# the division by the group's std in (9.1). A group of 8 with one wrong answer has a std of
+# $\sqrt{7/64} = 0.33$, so its advantages are three times larger than the same rewards centred
+# without scaling; a half-right group has std 0.5. Questions the model has nearly mastered (or nearly
+# never solves) get *larger* updates per answer than the ones it is unsure about:
+
+# %%
+groups = {"7 of 8 right": [1.0] * 7 + [0.0], "4 of 8 right": [1.0] * 4 + [0.0] * 4, "1 of 8 right": [1.0] + [0.0] * 7}
+push = {}
+for name, rewards in groups.items():
+    r = torch.tensor(rewards, dtype=torch.float64)
+    grpo_adv, dr_adv = rl.group_relative_advantages(r, 8), rl.group_relative_advantages(r, 8, scale="none")
+    push[name] = (grpo_adv.abs().sum().item(), dr_adv.abs().sum().item())
+    print(f"{name}: std {r.std(unbiased=False):.3f} | sum of |Â|: GRPO {push[name][0]:.2f}, Dr. GRPO {push[name][1]:.2f}")
+grpo_share = push["7 of 8 right"][0] / push["4 of 8 right"][0]
+dr_share = push["7 of 8 right"][1] / push["4 of 8 right"][1]
+print(f"push on a 7-of-8 group relative to a half-right one: GRPO {grpo_share:.2f}, Dr. GRPO {dr_share:.2f}")
+
+# %% [markdown]
+# With rewards in $\{0, 1\}$ and a share $p$ of right answers, the summed $|\hat A|$ of a group is
+# $2Gp(1-p)$ for the centred rewards and $2G\sqrt{p(1-p)}$ after dividing by the std. A group with 7
+# of 8 right gets 0.66 of the push of a half-right group under GRPO, but only 0.44 of it under
+# Dr. GRPO: dividing by the std up-weights the nearly solved (and the nearly hopeless) questions. The
+# centred rewards give the most weight where the policy is most unsure, which is where one sample
+# tells it most ($\operatorname{Var}(r) = p(1-p)$ is largest at $p = 1/2$).
+
+# %%
+rl.claim("0.66 of the push of a half-right group", grpo_share, 0.66, abs=0.005)
+rl.claim("only 0.44 of it", dr_share, 0.44, abs=0.005)
+
+# %% [markdown]
+# **The experiment.** Train from the same supervised model twice, 40 steps of 32 prompts × 8
+# answers, once with GRPO (the default config of chapter 9, $\beta = 0$) and once with Dr. GRPO
+# (`advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean"`), and follow the length of
+# the right and of the wrong answers in each batch.
+
+# %%
+RUN = dict(num_steps=rl.by_size(small=40, full=150), prompts_per_step=32, max_new_tokens=MAX_NEW, seed=0)
+runs, policies = {}, {}
+for name, config in {
+    "GRPO": rl.GRPOConfig(**RUN),
+    "Dr. GRPO": rl.GRPOConfig.recipe("dr_grpo", **RUN),
+}.items():
+    policies[name] = copy.deepcopy(sft_policy)
+    runs[name] = rl.train_grpo(policies[name], tok, task, config)
+    print(f"{name}: {runs[name].wall_seconds:.0f} s")
+after = {name: evaluate(p) for name, p in policies.items()}
+show("before RL", before)
+for name, result in after.items():
+    show(name, result)
+
+# %%
+def smooth(x, width=5):
+    x = np.asarray(x, dtype=float)
+    return np.convolve(x, np.ones(width) / width, mode="valid")
+
+
+fig, axes = plt.subplots(1, 3, figsize=(13, 3), dpi=80)
+for name, history in runs.items():
+    axes[0].plot(smooth(history["reward"]), label=name)
+    axes[1].plot(smooth(history["length_correct"]), label=name)
+    axes[2].plot(smooth(history["length_wrong"]), label=name)
+for ax, title in zip(axes, ("Training reward", "Length of right answers", "Length of wrong answers")):
+    ax.set_title(title, fontsize=10); ax.set_xlabel("GRPO step (5-step mean)")
+axes[0].set_ylabel("mean reward"); axes[1].set_ylabel("tokens"); axes[2].set_ylabel("tokens")
+axes[0].legend(fontsize=8); plt.tight_layout();
+
+# %% [markdown]
+# What happened on this model. Under Dr. GRPO the model learned to show its working: by the end its
+# right answers are as long as the reference working (16 to 20 tokens with the answer and EOS), many
+# wrong ones carry working too, and held-out pass@1 rose by more than 35 points. Under GRPO the
+# outcome depends on the run. We repeated this experiment from supervised models trained with seeds 0
+# (this chapter's), 1 and 2. On seeds 0 and 2 GRPO kept answering directly much of the time: its right
+# answers kept their mixed length, its wrong answers got shorter (the direct answers are where the
+# mistakes are), and pass@1 stopped about ten points below Dr. GRPO's. On seed 1 GRPO found the
+# working too and matched Dr. GRPO. Dr. GRPO found it every time. (A run on another CPU starts from
+# slightly different numbers and may land on either side; the next cell prints which happened here.)
+#
+# This is the first half of Dr. GRPO's argument, seen from the other side. The per-answer mean gives
+# a short right answer more push per token than a long one; here the worked answers, which are long,
+# are the ones that are right more often, and the bias works against them, so the model may never
+# commit to working. Remove the bias and the model reliably finds out that working pays. The second
+# half (wrong answers growing long under GRPO) did not show: with a 24-token budget and nothing to gain
+# from rambling, GRPO's wrong answers stayed within the length of a worked answer (at most 20 tokens),
+# and almost no completion ran into the budget.
+
+# %%
+grpo_after, dr_after = after["GRPO"], after["Dr. GRPO"]
+found = grpo_after["length_correct"] >= 16.0
+print(f"this run: GRPO's right answers {grpo_after['length_correct']:.1f} tokens, pass@1 {grpo_after['pass@1']:.3f} -> "
+      f"GRPO {'found the working too' if found else 'kept answering directly'}; "
+      f"Dr. GRPO {dr_after['length_correct']:.1f} tokens, pass@1 {dr_after['pass@1']:.3f}")
+rl.claim("learned to show its working", dr_after["length_correct"] - before["length_correct"], low=3.0)
+rl.claim("as long as the reference working (16 to 20 tokens", dr_after["length_correct"], low=15.0, high=20.0)
+rl.claim("rose by more than 35 points", dr_after["pass@1"] - before["pass@1"], low=0.35)
+rl.claim("stayed within the length of a worked answer (at most 20 tokens)", grpo_after["length_wrong"], high=20.0)
+rl.claim("almost no completion ran into the budget", max(float(np.max(h["truncated_fraction"])) for h in runs.values()),
+         high=0.02)
+assert grpo_after["pass@1"] - before["pass@1"] >= 0.25, "GRPO should lift held-out pass@1 by 25 points"
+assert dr_after["pass@1"] >= grpo_after["pass@1"] - 0.02, "Dr. GRPO should do at least as well as GRPO"
+
+# %% [markdown]
+# ## 10.3 DAPO's five changes, one at a time
+#
+# DAPO (Yu et al. 2025, arXiv:2503.14476) keeps GRPO's advantage and changes five other things. Each
+# is one field of `GRPOConfig`:
+#
+# | change | what it does | `GRPOConfig` |
+# | --- | --- | --- |
+# | clip-higher | a wider upper band $[1-\varepsilon_{\text{low}}, 1+\varepsilon_{\text{high}}]$, 0.2 / 0.28, so unlikely tokens can grow | `clip_eps_high=0.28` |
+# | token-level loss | the DAPO weights of (10.1) | `loss_aggregation="token_mean"` |
+# | overlong filtering | answers cut off by the budget are masked out of the loss | `overlong_filter=True` |
+# | soft overlong punishment | a penalty rising linearly from 0 to −1 over the last $L_{\text{cache}}$ tokens of the budget | `overlong_cache_length=4` |
+# | dynamic sampling | resample prompts until every group in the batch has mixed rewards | `dynamic_sampling=True`, `max_sampling_rounds` |
+#
+# and it drops the KL penalty ($\beta = 0$). Dynamic sampling costs extra generation: the loop counts
+# every completion it generates, including those of the groups it throws away. One step with and
+# without it:
+
+# %%
+probe = copy.deepcopy(policies["GRPO"])  # a model that already solves many prompts: many groups are all right
+for dynamic in (False, True):
+    config = rl.GRPOConfig(**{**RUN, "num_steps": 1}, dynamic_sampling=dynamic, max_sampling_rounds=4, lr=1e-12)
+    h = rl.train_grpo(copy.deepcopy(probe), tok, task, config, progress=False)
+    kept = h["kept_groups"][0] * config.group_size
+    print(f"dynamic_sampling={dynamic!s:5}: groups with no signal among those sampled {h['frac_zero_variance_groups'][0]:.2f}, "
+          f"completions generated {h['completions_generated'][0]:.0f}, in the update {kept:.0f}, "
+          f"generated per kept completion {h['completions_generated'][0] / kept:.2f}")
+    if dynamic:
+        assert h["frac_zero_variance_groups"][0] > 0 and h["sampling_rounds"][0] >= 2
+        dyn_cost = h["completions_generated"][0] / kept
+
+# %% [markdown]
+# With this half-trained model, a large share of groups are all right and carry no gradient; dynamic
+# sampling replaces them, and pays for it in extra completions per completion it trains on.
+#
+# **The published ablation and ours.** DAPO's paper adds the parts one at a time to GRPO on a 32B
+# model (Qwen2.5-32B) and reports AIME 2024 accuracy (avg@32): naive GRPO 30%, + overlong filtering
+# 36%, + clip-higher 38%, + soft overlong punishment 41%, + token-level loss 42%, + dynamic sampling
+# 50%. The benchmark `benchmarks/grpo_variants.py` runs the same cumulative ablation on our scratchpad
+# task, three seeds each, every run with the same number of generated completions (so dynamic
+# sampling pays for its resampling) and two minibatches per generation (so the ratio moves off 1 and
+# clip-higher can act). Its saved result:
+
+# %%
+bench = rl.benchmark_results("grpo_variants")
+DAPO_PAPER = {"GRPO": 30, "+ overlong filtering": 36, "+ clip-higher": 38, "+ soft overlong punishment": 41,
+              "+ token-level loss": 42, "+ dynamic sampling": 50}
+
+
+def fmt(pair, digits=3):
+    mean, std = pair
+    return "n/a" if mean is None else f"{mean:.{digits}f}±{std:.{digits}f}"
+
+
+print(f"budget {bench['budget']} completions per run, seeds {bench['seeds']}; before RL pass@1 {fmt(bench['before']['pass@1'])}")
+print(f"{'':28}{'paper AIME':>11}{'pass@1':>14}{'pass@8':>14}{'greedy':>14}{'len right':>11}{'len wrong':>11}{'generated':>10}")
+for name, row in bench["ablation"].items():
+    print(f"{name:<28}{DAPO_PAPER[name]:>10}%{fmt(row['pass@1']):>14}{fmt(row['pass@8']):>14}{fmt(row['greedy']):>14}"
+          f"{fmt(row['len_right'], 1):>11}{fmt(row['len_wrong'], 1):>11}{row['completions'][0]:>10.0f}")
+
+# %%
+ablation = bench["ablation"]
+names = list(ablation)
+fig, ax = plt.subplots(figsize=(8, 3), dpi=80)
+means = [ablation[n]["pass@1"][0] for n in names]
+stds = [ablation[n]["pass@1"][1] for n in names]
+ax.bar(range(len(names)), means, yerr=stds, capsize=3, color="tab:blue", alpha=0.8, label="ours: held-out pass@1")
+ax.plot(range(len(names)), [DAPO_PAPER[n] / 100 for n in names], "ko--", label="DAPO paper: AIME'24 (32B model)")
+ax.axhline(bench["before"]["pass@1"][0], color="gray", lw=1, ls=":", label="ours before RL")
+ax.set_xticks(range(len(names))); ax.set_xticklabels(names, rotation=20, fontsize=7, ha="right")
+ax.set_ylabel("accuracy"); ax.set_title("DAPO's parts added one at a time", fontsize=10); ax.legend(fontsize=7);
+
+# %% [markdown]
+# What survives at our scale. The seed-to-seed spread of the first row is several points of pass@1,
+# and the first three additions (overlong filtering, clip-higher, the soft punishment) each move the
+# mean by less than that: with a 24-token budget almost nothing is truncated, so the two overlong
+# parts have almost nothing to act on; and clip-higher only changes the update of tokens whose ratio
+# has moved past $1 + \varepsilon$, which after two small steps per batch few have (chapter 11
+# measures the clip fraction). The token-level loss is the one step that stands out: it lifts pass@1 and
+# shrinks the spread across seeds, and the right answers lengthen to the reference working, which is
+# §10.2's length bias removed once more. Dynamic sampling, the largest step in the paper, adds nothing
+# to pass@1 at an equal budget of generated completions: what it saves in gradient steps it pays in
+# generation (the paper did not hold the number of generated completions fixed). So the
+# parts do not add up as on a 32B model with answers of up to 20k tokens; the part that matters here is the one
+# that touches length, the thing our task lets the model control.
+#
+# One observation of §10.2 does not survive three seeds: in these runs (two minibatches per
+# generation) GRPO's wrong answers grew longer than before RL, not shorter (the `len wrong` column
+# against the supervised models' mean). What holds on every seed is the gap in the length of the
+# *right* answers between the per-answer mean and the aggregations without it.
+
+# %%
+rows = {name: ablation[name]["pass@1"] for name in names}
+first_three = max(abs(rows[b][0] - rows[a][0]) for a, b in zip(names[:3], names[1:4]))
+rl.claim("each move the mean by less than that", first_three - rows["GRPO"][1], high=0.0)
+rl.claim("The token-level loss is the one step that stands out",
+         rows["+ token-level loss"][0] - rows["+ soft overlong punishment"][0], low=0.02)
+rl.claim("shrinks the spread across seeds", rows["+ token-level loss"][1] - rows["+ soft overlong punishment"][1], high=0.0)
+rl.claim("almost nothing is truncated", max(float(np.max(h["truncated_fraction"])) for h in runs.values()), high=0.02)
+rl.claim("the right answers lengthen to the reference working", ablation["+ token-level loss"]["len_right"][0], low=17.0)
+rl.claim("GRPO's wrong answers grew longer than before RL", ablation["GRPO"]["len_wrong"][0] - bench["before"]["len_wrong"][0], low=1.0)
+rl.claim("the gap in the length of the *right* answers",
+         ablation["+ token-level loss"]["len_right"][0] - ablation["GRPO"]["len_right"][0], low=2.0)
+rl.claim("adds nothing to pass@1 at an equal budget", abs(rows["+ dynamic sampling"][0] - rows["+ token-level loss"][0]),
+         high=0.005)
+
+# %% [markdown]
+#
+# ## 10.4 Baselines: RLOO, MaxRL and the critic
+#
+# **RLOO** (Ahmadian et al. 2024, arXiv:2402.14740) uses the mean of the *other* $G-1$ rewards as each
+# answer's baseline; chapter 9 showed this is $\frac{G}{G-1}(r_i - \bar r)$, the unbiased version of
+# Dr. GRPO's centred reward.
+#
+# **MaxRL** (Maximum Likelihood RL, 2026, arXiv:2602.02710) starts from a different question: what
+# should we maximise? RL for a verifiable reward maximises the success probability $p = \pi_\theta(\text{right} \mid q)$,
+# which is pass@1. Supervised learning would maximise $\log p$. Expand the logarithm around $p = 1$
+# in the failure probability $1 - p$:
+#
+# $$\log p = \log\bigl(1 - (1 - p)\bigr) = -\sum_{k=1}^{\infty} \frac{(1-p)^k}{k}. \tag{10.2}$$
+#
+# $(1-p)^k$ is the chance that $k$ independent attempts all fail, one minus pass@$k$. So
+# $\nabla \log p = \sum_k \frac1k \nabla \text{pass@}k$: the likelihood gradient is a harmonic mixture
+# of the gradients of pass@1, pass@2, pass@3, …, and ordinary RL keeps only the first term. The
+# series is easy to check numerically:
+
+# %%
+for p in (0.9, 0.5, 0.1):
+    terms = rl.log_likelihood_pass_at_k_terms(torch.tensor(p, dtype=torch.float64), 2000)
+    print(f"p = {p}: log p = {np.log(p):+.6f}, sum of 2000 pass@k terms = {terms.sum():+.6f}, first term alone "
+          f"{terms[0]:+.4f}")
+    assert abs(terms.sum().item() - np.log(p)) < 1e-9
+
+# %% [markdown]
+# The first term alone is a poor stand-in for $\log p$ when $p$ is small: a hard question's likelihood
+# gradient is dominated by the high-$k$ terms. MaxRL truncates the series after $T$ terms,
+# $J^{(T)} = -\sum_{k=1}^{T} (1-p)^k/k$ (so $T = 1$ is RL and $T \to \infty$ is maximum likelihood), and
+# shows that with $N$ samples of a question, $K$ of them right, the estimator
+#
+# $$\hat g = \frac1K \sum_{i=1}^{N} r_i\, \nabla \log \pi_\theta(o_i \mid q) \quad (K \ge 1), \qquad \hat g = 0 \quad (K = 0) \tag{10.3}$$
+#
+# is unbiased for $\nabla J^{(N)}$: more samples per question means both less variance and an
+# objective closer to the likelihood. We can check this exactly for a one-parameter policy,
+# $p = \sigma(\theta)$, by enumerating all $2^N$ outcome patterns of $N = 6$ samples:
+
+# %%
+theta = torch.tensor(-0.8, dtype=torch.float64, requires_grad=True)
+p = torch.sigmoid(theta)
+N = 6
+(exact,) = torch.autograd.grad(rl.maxrl_truncated_objective(p, N), theta)
+score_right = (1 - p).detach()  # d/dθ log σ(θ); wrong answers have r = 0 and drop out of (10.3)
+expected = 0.0
+for outcome in itertools.product([0, 1], repeat=N):
+    K = sum(outcome)
+    prob = float(p) ** K * (1 - float(p)) ** (N - K)
+    estimate = (sum(outcome) * score_right / K) if K else 0.0
+    expected += prob * float(estimate)
+print(f"p = {float(p):.3f}, N = {N}: E[ĝ] by enumeration {expected:.10f}; dJ^(N)/dθ by autograd {exact.item():.10f}")
+assert abs(expected - exact.item()) < 1e-12
+
+# %% [markdown]
+# `rl.maxrl_advantages` writes (10.3) as a centred advantage, $(r_i - \hat r)/(N\hat r)$ with
+# $\hat r = K/N$, so it drops into GRPO's loop: `GRPOConfig.recipe("maxrl")`. A success on a question
+# the model rarely solves gets a large weight, which is the high-$k$ terms at work. The claim to test:
+# ordinary RL *sharpens* the policy, raising pass@1 at the cost of pass@$k$ for large $k$, while MaxRL
+# keeps pass@$k$. We draw 64 samples per held-out question and the unbiased pass@$k$ curve
+# (Chen et al. 2021, arXiv:2107.03374) for $k = 1 \dots 64$:
+
+# %%
+policies["MaxRL"] = copy.deepcopy(sft_policy)
+runs["MaxRL"] = rl.train_grpo(policies["MaxRL"], tok, task, rl.GRPOConfig.recipe("maxrl", **RUN))
+ks = np.array([1, 2, 4, 8, 16, 32, 64])
+curve_problems = held_out[: rl.by_size(small=100, full=500)]
+curves = {}
+for name, policy in {"before RL": sft_policy, "GRPO": policies["GRPO"], "MaxRL": policies["MaxRL"]}.items():
+    result = rl.evaluate(policy, tok, curve_problems, reward_fn=task.reward, num_samples=64, k=64,
+                         max_new_tokens=MAX_NEW, seed=2)
+    curves[name] = rl.pass_at_k_curve(64, result["num_correct"], ks)
+    print(f"{name:<10}" + "  ".join(f"pass@{k} {v:.3f}" for k, v in zip(ks, curves[name])))
+fig, ax = plt.subplots(figsize=(6, 3), dpi=80)
+for name, curve in curves.items():
+    ax.plot(ks, curve, "o-", label=name)
+ax.set_xscale("log", base=2); ax.set_xlabel("k (samples per question)"); ax.set_ylabel("held-out pass@k")
+ax.set_title("pass@k before and after RL", fontsize=10); ax.legend(fontsize=8);
+
+# %% [markdown]
+# Both RL runs raise pass@1 a long way; the supervised model already solves nearly every question
+# within 16 samples, so there is little pass@$k$ to lose at large $k$. Within that small room the two
+# behave as the MaxRL paper predicts. GRPO's gain shrinks to nothing as $k$ grows, and it may end a
+# little *below* the supervised model at large $k$ (its difference at $k = 16$ is printed below; over
+# seeds 0, 1 and 2 it was −0.005, +0.001 and −0.009), the signature of sharpening. MaxRL never fell
+# below the supervised model at any $k$, and from $k = 16$ on it was never below GRPO. At pass@1 the
+# two trade places with the seed: MaxRL ended higher on seeds 0 and 2, GRPO on seed 1 (by a point).
+
+# %%
+k16 = list(ks).index(16)
+print(f"pass@16 minus the supervised model's: GRPO {curves['GRPO'][k16] - curves['before RL'][k16]:+.4f}, "
+      f"MaxRL {curves['MaxRL'][k16] - curves['before RL'][k16]:+.4f}; pass@1 MaxRL minus GRPO "
+      f"{curves['MaxRL'][0] - curves['GRPO'][0]:+.3f}")
+rl.claim("Both RL runs raise pass@1 a long way", min(curves["GRPO"][0], curves["MaxRL"][0]) - curves["before RL"][0], low=0.25)
+rl.claim("within 16 samples", curves["before RL"][k16], low=0.97)
+rl.claim("GRPO's gain shrinks to nothing", abs(curves["GRPO"][k16] - curves["before RL"][k16]), high=0.02)
+rl.claim("MaxRL never fell below the supervised model at any $k$", np.min(curves["MaxRL"] - curves["before RL"]), low=-0.005)
+rl.claim("from $k = 16$ on it was never below GRPO", np.min(curves["MaxRL"][k16:] - curves["GRPO"][k16:]), low=-0.005)
+
+# %% [markdown]
+# **PPO with a critic.** GRPO's group baseline replaced PPO's learned value function $V(s)$. Nothing
+# stops us from putting the critic back: a copy of the GPT-2 with a scalar head, trained to predict
+# the final reward from every prefix, and advantages from GAE over tokens (chapter 4) with
+# $\gamma = 1$, $\lambda = 0.95$ (`GRPOConfig.recipe("ppo")`, after Ouyang et al. 2022,
+# arXiv:2203.02155). What it costs on our model:
+
+# %%
+critic = rl.lm.build_critic(sft_policy)
+n_policy, n_critic = rl.lm.count_parameters(sft_policy), rl.lm.count_parameters(critic)
+ppo_run = rl.train_grpo(copy.deepcopy(sft_policy), tok, task, rl.GRPOConfig.recipe("ppo", **{**RUN, "num_steps": 10}),
+                        progress=False)
+grpo_run = rl.train_grpo(copy.deepcopy(sft_policy), tok, task, rl.GRPOConfig(**{**RUN, "num_steps": 10}), progress=False)
+seconds_ratio = ppo_run.wall_seconds / grpo_run.wall_seconds
+print(f"parameters: policy {n_policy:,}, critic {n_critic:,} (×{(n_policy + n_critic) / n_policy:.2f} in all, "
+      f"plus the critic's AdamW state: 2 more floats per parameter)")
+print(f"10 steps: PPO with the critic {ppo_run.wall_seconds:.1f} s, GRPO {grpo_run.wall_seconds:.1f} s (×{seconds_ratio:.2f}); "
+      f"value loss {ppo_run['value_loss'][0]:.3f} → {ppo_run['value_loss'][-1]:.3f}")
+assert n_critic > n_policy and ppo_run["value_loss"][-1] < ppo_run["value_loss"][0]
+
+# %% [markdown]
+# The critic doubles the parameters (and the optimiser state, and the memory for activations) and
+# costs a second forward and backward pass per step (the ratio of seconds printed above; in the
+# benchmark's runs PPO's seconds were less than 2 times GRPO's, because sampling, which the critic
+# does not touch, is a large part of a step). The value loss falls, so the critic learns something:
+# from each prefix it predicts the chance that the answer ends right. What that buys in accuracy per
+# generated completion, against the group baseline that is free, is a row of the family table in
+# chapter 11.
+
+# %%
+rl.claim("doubles the parameters", (n_policy + n_critic) / n_policy, 2.0, abs=0.01)
+family = bench["family"]
+rl.claim("less than 2 times GRPO's", family["PPO + critic"]["seconds"][0] / family["GRPO"]["seconds"][0], low=1.0, high=2.0)
+
+# %% [markdown]
+# ## Summary
+#
+# * A loss aggregation decides how hard each token is pushed (10.1). Only GRPO's per-answer mean makes
+#   a token's weight depend on its own answer's length (a 4-token answer's tokens weigh six times a
+#   24-token answer's); DAPO's token mean, Dr. GRPO's fixed divisor and ScaleRL's prompt mean do not.
+# * Dividing the advantages by the group's std up-weights groups that are nearly all right or all wrong
+#   ($2G\sqrt{p(1-p)}$ instead of $2Gp(1-p)$ in all); Dr. GRPO drops it.
+# * On a task whose answers may show their working, Dr. GRPO let the model discover that working pays
+#   (long right answers, higher held-out pass@1) on every seed we tried, while GRPO's length bias held
+#   it back on two seeds of three. The other half
+#   of the published claim, long wrong answers under GRPO, did not appear with a 24-token budget.
+# * DAPO's five changes are five `GRPOConfig` fields; dynamic sampling costs extra generated
+#   completions per completion trained on, which an equal-budget comparison must count. At our scale
+#   the parts do not add up as they do in the paper (§10.3 prints both).
+# * $\log p = -\sum_k (1-p)^k/k$: the likelihood gradient is a harmonic mixture of pass@$k$ gradients.
+#   MaxRL's estimator is unbiased for the first $N$ terms (checked by exact enumeration), so more
+#   samples per question means an objective closer to the likelihood.
+# * A critic on the language model doubles the parameters and the optimiser state and slows every
+#   step; on a task with one reward at the end of a short answer the group baseline does its job for
+#   free (chapter 11 compares them at equal budget).
+#
+# ## Exercises
+#
+# 1. *(By hand.)* A batch holds two answers, of 4 and 20 tokens, with advantages $+1$ and $-1$. Write
+#    down the push $w_{i,t}\hat A_i$ on one token of each under the four aggregations of (10.1) (take
+#    $L_{\max} = 24$ and one prompt, $G = 2$), and check with `rl.per_token_weights`.
+# 2. Show that for rewards in $\{0, 1\}$ with a share $p$ of right answers the group's summed $|\hat A|$
+#    is $2Gp(1-p)$ for the centred rewards and $2G\sqrt{p(1-p)}$ for GRPO's (population std). Where is
+#    each largest, and what is the ratio of the two?
+# 3. DAPO's token mean gives every token in the batch the same weight. Show that this weight depends on
+#    the *other* answers: how does one 24-token answer added to a batch of 4-token answers change the
+#    push on the short answers' tokens? Is a per-answer view of the loss still meaningful?
+# 4. For the one-parameter policy $p = \sigma(\theta)$ compute $\mathbb E[\hat g]$ of (10.3) by hand and
+#    compare with $\mathrm d J^{(N)}/\mathrm d\theta$. What do both tend to for $N = 1$ and for
+#    $N \to \infty$, and what does that say about hard questions ($p \to 0$)?
+# 5. Set the budget below the reference working (`max_new_tokens=12`): how often is a completion cut
+#    off at the start of RL? Train with and without `overlong_filter=True` and compare the length of
+#    right answers and the held-out pass@1. Which of DAPO's parts would you expect to matter here
+#    that did not matter with 24 tokens?
+# 6. *(Open.)* Repeat the GRPO / Dr. GRPO experiment of §10.2 with seeds 1 and 2 (`SFTConfig(seed=s)`,
+#    `model_seed=s`, `GRPOConfig(seed=s)`). Which of the chapter's statements hold on every seed?
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+#
+# Exercises 5 and 6 ask for training runs of a minute or more each; their solutions compute the part
+# that takes seconds and say what the runs show.
+#
+# ### Solution to exercise 1
+#
+# $B = 2$ answers, $\sum|o| = 24$ tokens. GRPO: $w = 1/(2 \cdot 4) = 0.125$ on the short answer's
+# tokens and $1/(2\cdot 20) = 0.025$ on the long one's, so pushes $+0.125$ and $-0.025$. DAPO:
+# $1/24$ for both, pushes $\pm 0.0417$. Dr. GRPO: $1/(2\cdot24) = 0.0208$, pushes $\pm 0.0208$.
+# Prompt mean with one prompt of $G = 2$: the prompt's 24 tokens share weight 1, so $1/24$, as DAPO.
+
+# %% tags=["solution"]
+mask2 = torch.arange(24)[None, :] < torch.tensor([4, 20])[:, None]
+for mode, by_hand in {"seq_mean_token_mean": (0.125, 0.025), "token_mean": (1 / 24, 1 / 24),
+                      "fixed_length_mean": (1 / 48, 1 / 48), "prompt_mean": (1 / 24, 1 / 24)}.items():
+    w = rl.per_token_weights(mask2, mode, max_length=24, group_size=2, dtype=torch.float64)
+    print(f"{mode:<20} short {w[0, 0]:.4f} long {w[1, 0]:.4f}")
+    assert np.allclose([w[0, 0], w[1, 0]], by_hand)
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 2
+#
+# $pG$ answers have $\hat A = 1 - p$ and $(1-p)G$ have $\hat A = -p$, so
+# $\sum|\hat A| = pG(1-p) + (1-p)Gp = 2Gp(1-p)$. The population std of the rewards is $\sqrt{p(1-p)}$,
+# so GRPO's sum is $2Gp(1-p)/\sqrt{p(1-p)} = 2G\sqrt{p(1-p)}$. Both peak at $p = 1/2$ (at $G/2$ and
+# $G$); their ratio $1/\sqrt{p(1-p)}$ is smallest there (2) and grows without bound as $p \to 0$ or 1:
+# that growth is the up-weighting of nearly solved and nearly hopeless questions.
+
+# %% tags=["solution"]
+for k in range(1, 8):
+    r = torch.tensor([1.0] * k + [0.0] * (8 - k), dtype=torch.float64)
+    pk = k / 8
+    assert np.isclose(rl.group_relative_advantages(r, 8, scale="none").abs().sum(), 2 * 8 * pk * (1 - pk))
+    assert np.isclose(rl.group_relative_advantages(r, 8).abs().sum(), 2 * 8 * np.sqrt(pk * (1 - pk)))
+print("both formulas hold for k = 1..7 right answers of 8")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 3
+#
+# With $n$ answers of 4 tokens, each token weighs $1/(4n)$; adding one 24-token answer makes it
+# $1/(4n + 24)$. For $n = 4$ the short answers' tokens lose 60% of their push ($16/40$ remains)
+# because of an answer they have nothing to do with. The token mean is a per-*batch* normaliser: it
+# is exactly a sum of per-token losses divided by a constant of the batch, which is the point (every
+# token counts the same), but a single answer's contribution is no longer defined on its own.
+
+# %% tags=["solution"]
+short = torch.arange(24)[None, :] < torch.full((4, 1), 4)
+with_long = torch.arange(24)[None, :] < torch.tensor([4, 4, 4, 4, 24])[:, None]
+w_short, w_long = rl.per_token_weights(short, "token_mean"), rl.per_token_weights(with_long, "token_mean")
+print(f"weight of a short answer's token: alone {w_short[0, 0]:.4f}, beside one long answer {w_long[0, 0]:.4f}")
+assert np.isclose(w_long[0, 0] / w_short[0, 0], 16 / 40)
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 4
+#
+# The score of a right answer is $\mathrm d \log\sigma(\theta)/\mathrm d\theta = 1 - p$, and wrong
+# answers have $r = 0$, so $\hat g = \frac1K \cdot K(1-p) = 1 - p$ whenever $K \ge 1$. Hence
+# $\mathbb E[\hat g] = (1-p)\,\Pr(K \ge 1) = (1-p)(1 - (1-p)^N)$. On the other side
+# $\mathrm dJ^{(N)}/\mathrm dp = \sum_{k=1}^{N}(1-p)^{k-1} = (1 - (1-p)^N)/p$ and
+# $\mathrm dp/\mathrm d\theta = p(1-p)$: the same. $N = 1$ gives $p(1-p) = \mathrm dp/\mathrm d\theta$,
+# the pass@1 gradient; $N \to \infty$ gives $1 - p = \mathrm d\log p/\mathrm d\theta$. For a hard
+# question ($p \to 0$) the pass@1 gradient vanishes like $p$, while the likelihood gradient tends to 1:
+# maximum likelihood keeps pushing on the questions RL gives up on.
+
+# %% tags=["solution"]
+for n_samples in (1, 4, 64):
+    pt = torch.tensor(0.05, dtype=torch.float64)
+    by_hand = (1 - pt) * (1 - (1 - pt) ** n_samples)
+    th = torch.logit(pt).clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(rl.maxrl_truncated_objective(torch.sigmoid(th), n_samples), th)
+    print(f"p = 0.05, N = {n_samples:>2}: by hand {by_hand:.5f}, autograd {g.item():.5f}")
+    assert torch.isclose(g, by_hand)
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 5
+#
+# A worked answer for two digits is 16 to 20 tokens, so with a 12-token budget every worked
+# answer is cut off: it has no EOS and scores 0. One sampling step measures how often that happens:
+
+# %% tags=["solution"]
+short_budget = rl.GRPOConfig(**{**RUN, "num_steps": 1, "max_new_tokens": 12}, lr=1e-12)
+h12 = rl.train_grpo(copy.deepcopy(sft_policy), tok, task, short_budget, progress=False)
+print(f"share of completions cut off by a 12-token budget at the start of RL: {h12['truncated_fraction'][0]:.2f}")
+assert h12["truncated_fraction"][0] > 0.2
+
+# %% [markdown] tags=["solution"]
+# About half the completions start with working and are cut off. What to expect from the two runs
+# (run them to check; each takes under a minute). Without the filter the cut-off answers are wrong
+# answers with $\hat A < 0$, so GRPO pushes the model away from writing working at all, which is
+# what this budget demands anyway: it only fits the direct answer. With `overlong_filter=True` the
+# truncated answers leave the loss: the model is never told that working is bad, only that right
+# direct answers are good, so the share of cut-off answers should fall more slowly, and pass@1 rise
+# more slowly with it. Overlong filtering and the soft punishment (whose zone now overlaps the
+# working's length) act here, where they were idle at 24 tokens: whether a length trick matters
+# depends on how often the budget binds.
+
+# %% tags=["solution"]
+rl.claim("About half the completions", h12["truncated_fraction"][0], 0.5, abs=0.2)
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 6
+#
+# The benchmark runs these comparisons on seeds 0, 1 and 2 (§10.3 and chapter 11 print its tables);
+# the length difference between GRPO's and Dr. GRPO's right answers and the higher pass@1 of
+# Dr. GRPO are the statements to test; read them off the `len right` and `pass@1` columns of the
+# family table in chapter 11.
