@@ -147,6 +147,28 @@ def test_load_or_train_sft_reuses_only_a_matching_checkpoint(tmp_path, monkeypat
     assert not loaded7 and history7 is not None and len(calls) == 6
 
 
+def test_load_or_train_sft_trains_with_num_threads_and_restores_the_setting(tmp_path, monkeypatch):
+    from rlbook.lm import sft as sft_module
+
+    config = SFTConfig(num_steps=1, batch_size=4, device="cpu", seed=0)
+    seen = []
+    real_train = sft_module.train_sft
+    monkeypatch.setattr(sft_module, "train_sft", lambda *a, **k: seen.append(torch.get_num_threads()) or real_train(*a, **k))
+    before = torch.get_num_threads()
+    path = tmp_path / "sft"
+    sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=path, progress=False, num_threads=2)
+    assert seen == [2] and torch.get_num_threads() == before
+    # the thread count is part of the fingerprint: the same call loads whatever the caller's setting
+    _, _, loaded = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=path, progress=False, num_threads=2)
+    assert loaded and seen == [2]
+    if before != 2:  # a different count changes float sums, so it retrains
+        _, _, loaded = sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=path, progress=False)
+        assert not loaded
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="num_threads"):
+            sft_module.load_or_train_sft(TOK, TASK, config, checkpoint=None, progress=False, num_threads=bad)
+
+
 def test_runs_dir_is_the_checkout_root_or_the_env_var(monkeypatch, tmp_path):
     import rlbook as rl
 
