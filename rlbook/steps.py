@@ -190,7 +190,7 @@ def policy_gradient_loss(policy_log_probs, loss_type: str, raw_rewards=None, adv
     Source: CS336 (2025) assignment 5, ``compute_policy_gradient_loss``; Williams 1992, eq. 11;
     Schulman et al. 2017, arXiv:1707.06347, eq. 7; Shao et al. 2024, arXiv:2402.03300, eq. 21;
     MiniMax 2025, arXiv:2506.13585 (CISPO); Zheng et al. 2025, arXiv:2507.18071 (GSPO, eq. 5-7
-    and 11-13); DPPO (divergence PPO, 2026: the binary TV / KL trust region).
+    and 11-13); Qi et al. 2026 (DPPO), arXiv:2602.04879 (the binary TV / KL trust region).
 
     Args:
         policy_log_probs: (B, T) log π_θ of the sampled tokens, nats, with grad.
