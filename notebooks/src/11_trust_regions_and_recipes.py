@@ -1,0 +1,587 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 11. Trust regions for language models, and the emerging recipe
+#
+# **Goals.** By the end of this chapter you can
+# * make GRPO's clip and KL penalty act (several minibatches per generation, $\beta > 0$) and read the
+#   clip fraction, the spread of the ratio and the KL as they move;
+# * explain, with measurements, why the sampled token's probability ratio is a poor proxy for how far
+#   the policy moved, especially on rare tokens;
+# * say which tokens keep a gradient under PPO's clip, CISPO, GSPO and DPPO on the same batch;
+# * use ProRL's reference reset, Magistral's advantage normalisation and ScaleRL's choices as
+#   `GRPOConfig` settings, and fit ScaleRL's sigmoid of reward against compute;
+# * read the family of methods side by side at an equal budget, and say which published claims
+#   survive on a model trained on a laptop.
+#
+# **Prerequisites.** Chapter 10 (its scratchpad task and supervised model), PPO's clipped surrogate
+# (chapter 7) and the KL estimators of §5.8.
+#
+# **Why this chapter?** A trust region keeps one update from moving the policy too far from the one
+# that sampled the data. PPO measures "too far" by the ratio $\rho_t = \pi_\theta(o_t)/\pi_{\text{old}}(o_t)$
+# of the one token that was sampled, and for a language model with a large vocabulary and many rare
+# tokens that measure is odd. The newest methods (CISPO, GSPO, DPPO) each replace it with something
+# else, and the large-scale studies (ProRL, Magistral, ScaleRL) each settle on a recipe. We take them
+# in turn on chapter 10's model.
+
+# %%
+import copy
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import rlbook as rl
+
+rl.seed_everything(0)
+torch.set_num_threads(1)  # as in chapters 9 and 10: exact repeats on one machine, gentle when it is busy
+device = rl.get_device()
+SIZE = rl.get_size()  # "small" (default; 2 CPU cores) or "full", via RLBOOK_SIZE
+print("size:", SIZE)
+
+task = rl.lm.ScratchpadAdditionTask(num_digits=2, held_out_fraction=0.1, seed=0, scratchpad_prob=0.5)
+tok = rl.lm.build_char_tokenizer(task.alphabet)
+MAX_NEW = 24
+# chapter 10's supervised model: loaded from its checkpoint, or trained here the same way (~1.5 min)
+sft_policy, _, loaded = rl.lm.load_or_train_sft(tok, task, rl.lm.SFTConfig(seed=0), model_seed=0, num_threads=2,
+                                                checkpoint=rl.runs_dir() / "checkpoints" / "ch10_scratchpad_sft")
+sft_policy.to(device)
+print("supervised model:", "loaded from chapter 10's checkpoint" if loaded else "trained here")
+RUN = dict(prompts_per_step=32, max_new_tokens=MAX_NEW, seed=0)
+
+# %% [markdown]
+# ## 11.1 Making the trust region act
+#
+# Chapter 9's default run takes one gradient step per batch, at $\theta = \theta_{\text{old}}$, where
+# every ratio is exactly 1: the clip never binds and, with $\beta = 0$, there is no penalty either.
+# Off-policy updates are what a trust region is for. Split each generation's 32 groups into
+# $M = 2$ minibatches (`num_minibatches=2`) and pass over them $\mu = 2$ times (`num_inner_epochs=2`):
+# four optimiser steps per generation, so from the second step on the policy being updated is no
+# longer the one that sampled. Add the KL penalty $\beta = 0.04$ to the supervised model.
+
+# %%
+offpolicy_config = rl.GRPOConfig(**RUN, num_steps=rl.by_size(small=20, full=80), num_inner_epochs=2,
+                                 num_minibatches=2, kl_coef=0.04)
+offpolicy_policy = copy.deepcopy(sft_policy)
+offpolicy = rl.train_grpo(offpolicy_policy, tok, task, offpolicy_config)
+fig, axes = plt.subplots(1, 3, figsize=(12, 2.8), dpi=80)
+for ax, (key, title, unit) in zip(axes, [("clip_fraction", "Tokens whose gradient the clip zeroes", "share of tokens"),
+                                         ("ratio_std", "Spread of the ratio ρ (last pass)", "std of ρ"),
+                                         ("kl", "KL to the supervised model (k3)", "nats per token")]):
+    ax.plot(np.asarray(offpolicy[key], dtype=float))
+    ax.set_title(title, fontsize=9); ax.set_xlabel("step"); ax.set_ylabel(unit, fontsize=8)
+plt.tight_layout()
+print(f"mean over steps: clip fraction {np.mean(offpolicy['clip_fraction']):.4f}, std of ρ {np.mean(offpolicy['ratio_std']):.3f}, "
+      f"KL {np.mean(offpolicy['kl']):.4f}; reward {offpolicy['reward'][0]:.2f} -> {offpolicy['reward'][-1]:.2f}")
+
+# %% [markdown]
+# All three are now non-zero at every step: a small share of tokens hits the clip, the ratios spread
+# around 1, and the KL to the supervised model grows while the penalty pulls against it.
+
+# %%
+rl.claim("All three are now non-zero at every step",
+         min(np.min(offpolicy["clip_fraction"]), np.min(offpolicy["ratio_std"]), np.min(offpolicy["kl"][1:])), low=1e-9)
+rl.claim("the KL to the supervised model grows", offpolicy["kl"][-1] - offpolicy["kl"][1], low=0.0)
+
+# %% [markdown]
+# ## 11.2 The ratio of one token is a poor measure of distance
+#
+# How far did the policy move? The honest answer is a divergence between the two *distributions*
+# over the next token, for instance the total variation
+# $\operatorname{TV}_t = \tfrac12 \sum_v |\pi_\theta(v \mid \cdot) - \pi_{\text{old}}(v \mid \cdot)|$, which is
+# at most 1 however many tokens the vocabulary holds. PPO looks only at the sampled token, through
+# $\rho_t$. Qi et al. (2026, "DPPO", arXiv:2602.04879) point out the mismatch: if a rare token's
+# probability goes from 0.001 to 0.003, its ratio is 3, far outside any clip band, while the
+# distribution moved by at most 0.002 in TV. A likely token going from 0.5 to 0.65 has a ratio of 1.3,
+# while the distribution moved by at least 0.15. The ratio over-reacts to rare tokens and
+# under-reacts to common ones.
+#
+# Measure it: sample a batch with the supervised model ($\pi_{\text{old}}$), score it under the
+# model of §11.1 ($\pi_\theta$, twenty off-policy steps later), and compare $|\rho_t - 1|$ with the exact
+# TV of each position, and with DPPO's cheap *binary* TV, $|\pi_\theta(o_t) - \pi_{\text{old}}(o_t)|$, which
+# needs only the sampled token's two probabilities.
+
+# %%
+forbidden = rl.lm.forbidden_token_ids(tok)
+problems = task.sample_problems(32, torch.Generator().manual_seed(11))
+prompt_ids, prompt_mask = rl.lm.encode_prompts(tok, [p.prompt for p in problems])
+prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+batch = rl.lm.sample_completions(sft_policy, prompt_ids, prompt_mask, num_samples=8, max_new_tokens=MAX_NEW,
+                                 eos_token_id=tok.eos_token_id, forbidden_ids=forbidden, tokenizer=tok,
+                                 generator=torch.Generator().manual_seed(12))
+mask = batch.completion_mask
+P = prompt_ids.shape[1]
+
+
+def next_token_probs(model):
+    """(B, T, V) distributions of every completion position (the prompts all have the same width)."""
+    ids = torch.cat([prompt_ids.repeat_interleave(8, dim=0), batch.completion_ids], dim=1)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[:, P - 1 : -1].float()
+    logits[..., forbidden] = float("-inf")
+    return logits.softmax(-1)
+
+
+probs_old, probs_new = next_token_probs(sft_policy), next_token_probs(offpolicy_policy)
+sampled = batch.completion_ids[..., None]
+p_old = probs_old.gather(-1, sampled)[..., 0][mask]
+p_new = probs_new.gather(-1, sampled)[..., 0][mask]
+tv_exact = 0.5 * (probs_new - probs_old).abs().sum(-1)[mask]
+ratio = p_new / p_old
+binary_tv = rl.binary_tv(p_new.log(), p_old.log())
+rare, common = p_old < 0.1, p_old >= 0.5
+print(f"{int(mask.sum())} completion tokens: {int(rare.sum())} rare (π_old < 0.1), {int(common.sum())} likely (π_old ≥ 0.5)")
+for name, sel in (("rare", rare), ("likely", common)):
+    print(f"  {name:>6}: median |ρ − 1| {(ratio[sel] - 1).abs().median():.3f}, median exact TV {tv_exact[sel].median():.4f}, "
+          f"median binary TV {binary_tv[sel].median():.4f}")
+assert torch.all(binary_tv <= tv_exact + 1e-6), "the binary TV is a lower bound of the exact TV"
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.2), dpi=80)
+sc = axes[0].scatter(tv_exact, (ratio - 1).abs(), c=p_old.log10(), s=6, cmap="viridis")
+axes[0].set_xscale("log"); axes[0].set_yscale("log")
+axes[0].set_xlabel("exact TV of the position"); axes[0].set_ylabel("|ρ − 1| of the sampled token")
+axes[0].set_title("The ratio against the distance moved", fontsize=9)
+plt.colorbar(sc, ax=axes[0], label="log10 π_old(token)")
+axes[1].scatter(tv_exact, binary_tv, s=6, c=p_old.log10(), cmap="viridis")
+axes[1].plot([1e-5, 1], [1e-5, 1], "k--", lw=1)
+axes[1].set_xscale("log"); axes[1].set_yscale("log")
+axes[1].set_xlabel("exact TV of the position"); axes[1].set_ylabel("binary TV |π_θ − π_old| (sampled token)")
+axes[1].set_title("DPPO's binary TV: a cheap lower bound", fontsize=9)
+plt.tight_layout();
+
+# %% [markdown]
+# The left panel is the point of DPPO's paper, on our model. Rare sampled tokens (dark) sit high:
+# for them the median $|\rho - 1|$ is about four times the median TV of their position, so PPO's clip
+# (which fires at $|\rho - 1| > 0.2$) treats them as if the policy had moved far more than it did.
+# Likely tokens (bright) sit low: their ratio is about half the TV of the position or less, so the
+# clip under-reacts there. The binary TV (right) is never above the exact TV (exercise 2): for likely
+# tokens it is close to it, but for rare tokens it sees only a small part of the movement, since most
+# of the probability that moved at such a position belongs to other tokens. It is a cheap, loose lower
+# bound exactly where the ratio is loudest.
+
+# %%
+rare_gap = float((ratio[rare] - 1).abs().median() / tv_exact[rare].median())
+likely_gap = float((ratio[common] - 1).abs().median() / tv_exact[common].median())
+print(f"median |ρ − 1| / median TV: rare tokens {rare_gap:.1f}, likely tokens {likely_gap:.1f}")
+rl.claim("about four times the median TV of their position", rare_gap, 4.0, abs=1.5)
+rl.claim("about half the TV of the position or less", likely_gap, high=0.8)
+rl.claim("sees only a small part of the movement", float(binary_tv[rare].median() / tv_exact[rare].median()), high=0.25)
+
+# %% [markdown]
+# ## 11.3 Four trust regions on the same batch
+#
+# Each method decides, token by token, whether the token still gets a gradient. With the batch above,
+# $\pi_{\text{old}}$ the supervised model and $\pi_\theta$ the model of §11.1, and group-relative advantages
+# from the verifier's rewards:
+#
+# * **PPO/GRPO clip** (Schulman et al. 2017; chapter 7): $\min(\rho \hat A, \operatorname{clip}(\rho, 1 \pm \varepsilon)\hat A)$
+#   with $\varepsilon = 0.2$; a token whose ratio left the band in the direction its advantage pushes
+#   gets no gradient.
+# * **CISPO** (MiniMax 2025, arXiv:2506.13585): $\operatorname{sg}(\operatorname{clip}(\rho, 0, 1 + \varepsilon_{\text{high}}))\,\hat A \log \pi_\theta$
+#   with $\varepsilon_{\text{high}} = 0.28$: the *weight* is clipped and detached, the gradient flows
+#   through $\log\pi_\theta$ for every token. Nothing is masked.
+# * **GSPO** (Zheng et al. 2025, arXiv:2507.18071): one ratio per answer,
+#   $s_i = \exp\big(\frac{1}{|o_i|}\sum_t \log \rho_{i,t}\big)$, the geometric mean of the token
+#   ratios, clipped with a band of $3 \cdot 10^{-4}$ / $4 \cdot 10^{-4}$; a whole answer keeps or loses its
+#   gradient together.
+# * **DPPO** (Qi et al. 2026): a token is masked when its binary TV exceeds $\tau = 0.15$ *and* the
+#   update would push the probability further the same way.
+
+# %%
+rewards = torch.tensor([task.reward(problems[i // 8].prompt, text) for i, text in enumerate(batch.texts)])
+advantages = rl.group_relative_advantages(rewards, 8)[:, None]
+new_log_probs = torch.zeros_like(batch.log_probs)
+new_log_probs[batch.completion_mask] = p_new.log()
+old_log_probs = batch.log_probs
+settings = {
+    "PPO clip (ε = 0.2)": dict(loss_type="grpo_clip", cliprange=0.2),
+    "CISPO (ε_high = 0.28)": dict(loss_type="cispo", cliprange=(1.0, 0.28)),
+    "GSPO (3e-4 / 4e-4)": dict(loss_type="gspo", cliprange=(3e-4, 4e-4)),
+    "DPPO (binary TV, τ = 0.15)": dict(loss_type="dppo", divergence_threshold=0.15),
+}
+kept = {}
+for name, kw in settings.items():
+    log_probs = new_log_probs.clone().requires_grad_(True)
+    per_token, meta = rl.policy_gradient_loss(log_probs, advantages=advantages, old_log_probs=old_log_probs,
+                                              response_mask=mask, **kw)
+    (grad,) = torch.autograd.grad(rl.token_mean(per_token, mask), log_probs)
+    signal = mask & (advantages != 0)  # tokens that would get a gradient with no trust region at all
+    kept[name] = (grad != 0)[signal]
+    print(f"{name:<28} tokens with a gradient: {kept[name].float().mean():.3f} of those with a non-zero advantage")
+rare_signal = (p_old < 0.1)[(advantages != 0).expand_as(mask)[mask]]
+
+# %% [markdown]
+# CISPO keeps every token's gradient (it only caps the weight). The clip removes a share of the
+# tokens, and DPPO's divergence mask removes fewer; almost all the tokens the clip drops and DPPO
+# keeps are rare tokens, whose ratio moved while the sampled token's own probability barely did.
+# GSPO's band of a few parts in ten thousand is made for a sequence ratio that, on a large model,
+# stays within about $10^{-3}$ of 1 over one batch; after twenty off-policy steps on our model the
+# geometric means have moved much further, and GSPO keeps only about a tenth of the tokens. Which
+# tokens a method keeps is a design decision, and on the same batch the four disagree widely.
+
+# %%
+rl.claim("CISPO keeps every token's gradient", kept["CISPO (ε_high = 0.28)"].float().mean(), 1.0, abs=1e-9)
+rl.claim("DPPO's divergence mask removes fewer",
+         kept["DPPO (binary TV, τ = 0.15)"].float().mean() - kept["PPO clip (ε = 0.2)"].float().mean(), low=0.02)
+rl.claim("GSPO keeps only about a tenth of the tokens", kept["GSPO (3e-4 / 4e-4)"].float().mean(), 0.1, abs=0.07)
+dropped_by_clip = ~kept["PPO clip (ε = 0.2)"] & kept["DPPO (binary TV, τ = 0.15)"]
+rare_share = float(rare_signal[dropped_by_clip].float().mean())
+print(f"of the tokens the clip drops and DPPO keeps, {rare_share:.2f} are rare (π_old < 0.1)")
+rl.claim("almost all the tokens the clip drops and DPPO keeps are rare tokens", rare_share, low=0.8)
+
+# %% [markdown]
+# ## 11.4 ProRL: keep the penalty, reset the reference
+#
+# DAPO drops the KL penalty because, over a long run, the policy *should* move far from where it
+# started, and a penalty to the starting point grows until it dominates the loss. ProRL (Liu et al.
+# 2025, arXiv:2505.24864) keeps the penalty for its stabilising effect but moves the anchor: every
+# $K$ steps the reference becomes the current policy, $\pi_{\text{ref}} \leftarrow \pi_\theta$, and the
+# optimiser's moment estimates are reset with it (`ref_reset_every=K`). The KL measured at a reset
+# step is exactly 0, since the reference has just been copied from the policy; in between it grows.
+
+# %%
+prorl = rl.train_grpo(copy.deepcopy(sft_policy), tok, task,
+                      rl.GRPOConfig.recipe("prorl", **RUN, num_steps=rl.by_size(small=12, full=60), ref_reset_every=4,
+                                           num_inner_epochs=2, dynamic_sampling=False), progress=False)
+resets = np.flatnonzero(np.asarray(prorl["ref_reset"]) > 0)
+fig, ax = plt.subplots(figsize=(6, 2.6), dpi=80)
+ax.plot(np.asarray(prorl["kl"], dtype=float), "o-")
+for r in resets:
+    ax.axvline(r, color="gray", ls=":", lw=1)
+ax.set_xlabel("step"); ax.set_ylabel("KL to π_ref (k3)"); ax.set_title("ProRL: the reference reset every 4 steps", fontsize=9)
+print("reset at steps", resets.tolist(), "| KL at those steps", np.asarray(prorl["kl"])[resets].tolist())
+assert len(resets) >= 2 and np.all(np.asarray(prorl["kl"])[resets] == 0.0)
+assert np.all(np.asarray(prorl["kl"])[resets + 1] > 0)
+
+# %% [markdown]
+# ## 11.5 Magistral: normalise by the minibatch, not the group
+#
+# Magistral (Mistral AI 2025, arXiv:2506.10910) keeps DAPO's recipe but changes the advantage. It
+# centres each reward on its group's mean, as GRPO does, then divides by the standard deviation of
+# these centred values over the whole *minibatch* instead of by each group's own. A group with 7 of 8
+# right no longer has its advantages inflated by its small std (chapter 10's difficulty bias), while
+# the scale of the advantages stays fixed. `rl.magistral_advantages` does it, and `train_grpo` calls
+# it once per minibatch (`GRPOConfig.recipe("magistral")`):
+
+# %%
+mixed = torch.tensor([1.0] * 7 + [0.0] + [1.0] * 4 + [0.0] * 4 + [1.0, 0.0] * 4, dtype=torch.float64)
+magistral = rl.magistral_advantages(mixed, 8)
+grpo = rl.group_relative_advantages(mixed, 8)
+for g, name in enumerate(("7 of 8 right", "4 of 8 right", "4 of 8 right (interleaved)")):
+    rows = slice(8 * g, 8 * g + 8)
+    print(f"{name:<28} GRPO |Â| sum {grpo[rows].abs().sum():.2f}   Magistral |Â| sum {magistral[rows].abs().sum():.2f}   "
+          f"group mean {magistral[rows].mean():+.1e}")
+print(f"Magistral over the minibatch: mean {magistral.mean():+.1e}, std {magistral.std(unbiased=False):.6f}")
+assert torch.allclose(magistral.view(3, 8).mean(1), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+assert abs(magistral.std(unbiased=False).item() - 1.0) < 1e-9
+
+# %% [markdown]
+# Zero mean in every group and unit std over the minibatch, and the nearly solved group gets less
+# than half the push of a half-right one (it got two thirds under GRPO).
+
+# %%
+rl.claim("less than half the push", magistral[:8].abs().sum() / magistral[8:16].abs().sum(), high=0.5)
+
+# %% [markdown]
+# ## 11.6 ScaleRL's choices
+#
+# ScaleRL (Khatri et al. 2025, "The art of scaling reinforcement learning compute for LLMs",
+# arXiv:2510.13786) ran ablations at a scale of hundreds of thousands of GPU-hours and kept: CISPO as
+# the loss; Magistral-style advantages; a **prompt-level** loss aggregation (each prompt weighs the
+# same, tokens equally within a prompt; chapter 10's (10.1)); **zero-variance filtering** (groups whose
+# answers all score the same carry no signal: drop them from the batch rather than resample);
+# **no-positive-resampling** (a prompt solved at a pass rate above 0.9 leaves the training pool for
+# good); and the **LM head in float32** (MiniMax's fix: in bf16, the log-probabilities of the sampler and
+# the trainer disagree enough to distort the ratios). Each is a field; `GRPOConfig.recipe("scalerl")`
+# sets them all:
+
+# %%
+scalerl_config = rl.GRPOConfig.recipe("scalerl", **RUN, num_steps=rl.by_size(small=10, full=60))
+print({k: getattr(scalerl_config, k) for k in ("per_token_loss", "clip_eps_high", "advantage_estimator", "loss_aggregation",
+                                               "zero_variance_filter", "retire_pass_rate", "fp32_lm_head")})
+scalerl = rl.train_grpo(copy.deepcopy(sft_policy), tok, task, scalerl_config, progress=False)
+print("groups kept per step (of 32):", np.asarray(scalerl["kept_groups"], dtype=int).tolist())
+print("prompts retired so far:", np.asarray(scalerl["retired_prompts"], dtype=int).tolist())
+assert scalerl["kept_groups"][-1] < scalerl["kept_groups"][0] and scalerl["retired_prompts"][-1] > 0
+
+# %% [markdown]
+# As the model improves, more groups have no signal and are dropped instead of resampled (the kept
+# count falls from the first step to the last), and the pool loses the prompts the model has
+# mastered. The float32 head changes nothing for our float32 model. For a model stored in bfloat16 it
+# removes the last rounding, that of the logits themselves:
+
+# %%
+bf16 = copy.deepcopy(sft_policy).to(torch.bfloat16)
+ids = torch.cat([prompt_ids.repeat_interleave(8, dim=0), batch.completion_ids], dim=1)[:64]
+with torch.no_grad():
+    exact = sft_policy(input_ids=ids).logits.float()
+    low = bf16(input_ids=ids).logits.float()
+    rl.lm.fp32_lm_head(bf16)
+    head32 = bf16(input_ids=ids).logits.float()
+err_bf16, err_head32 = (low - exact).abs().max().item(), (head32 - exact).abs().max().item()
+print(f"max |logit error| against float32: bf16 model {err_bf16:.3f}, bf16 model with a float32 head {err_head32:.3f}")
+assert err_head32 < err_bf16
+
+# %% [markdown]
+# The error shrinks, but only a little: with the whole network in bfloat16 most of it is already in
+# the hidden states. What the float32 head buys at scale is agreement between two programs (the
+# sampler's kernels and the trainer's) on the soft-max's tail, where rare tokens live and where, as
+# §11.2 showed, a small absolute change is a large ratio.
+
+# %%
+rl.claim("The error shrinks, but only a little", err_head32 / err_bf16, low=0.5, high=1.0)
+
+# %% [markdown]
+# ## 11.7 Compute curves: asymptote and efficiency
+#
+# A single number at the end of a run mixes two things: how fast a method learns and where it would
+# stop. ScaleRL separates them by fitting a sigmoid of the held-out reward $R$ against compute $C$:
+#
+# $$R(C) = R_0 + \frac{A - R_0}{1 + (C_{\text{mid}}/C)^B}, \tag{11.1}$$
+#
+# with $R_0$ the reward before RL, $A$ the asymptote, $C_{\text{mid}}$ the compute at which half the gain
+# $A - R_0$ is reached (efficiency) and $B$ the steepness. We count compute in generated completions and
+# evaluate on 100 held-out problems every 5 steps for two methods (`rl.fit_compute_curve`, SciPy's
+# least squares with $R_0$ fixed):
+
+# %%
+curves = {}
+for name, config in {"GRPO (β = 0.04)": rl.GRPOConfig.recipe("grpo", **RUN),
+                     "CISPO": rl.GRPOConfig.recipe("cispo", **RUN)}.items():
+    config.num_steps, config.eval_every, config.eval_num_problems = rl.by_size(small=30, full=120), 5, 100
+    h = rl.train_grpo(copy.deepcopy(sft_policy), tok, task, config, progress=False)
+    compute, reward = np.asarray(h["eval_completions"], float), np.asarray(h["eval_pass@1"], float)
+    fit = rl.fit_compute_curve(compute[1:], reward[1:], r0=reward[0])
+    curves[name] = (compute, reward, fit)
+    print(f"{name:<16} A = {fit['asymptote']:.3f}, C_mid = {fit['c_mid']:.0f} completions, B = {fit['exponent']:.2f}, "
+          f"rmse {fit['rmse']:.3f}")
+fig, ax = plt.subplots(figsize=(6.5, 3), dpi=80)
+grid = np.geomspace(200, 1e5, 200)
+for (name, (compute, reward, fit)), color in zip(curves.items(), ("tab:blue", "tab:orange")):
+    ax.plot(compute[1:], reward[1:], "o", color=color, label=f"{name}: measured")
+    ax.plot(grid, rl.sigmoid_compute_curve(grid, fit["r0"], fit["asymptote"], fit["c_mid"], fit["exponent"]), color=color,
+            label=f"fit: A = {fit['asymptote']:.2f}, C_mid = {fit['c_mid']:.0f}")
+ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("held-out pass@1 (100 problems)")
+ax.set_title("Sigmoid compute curves (11.1)", fontsize=10); ax.legend(fontsize=7);
+
+# %% [markdown]
+# Both curves are fitted well (small residuals), and both asymptotes sit close to 1: on this task
+# every reasonable method ends up solving nearly everything, and what separates methods is the
+# efficiency $C_{\text{mid}}$. That is ScaleRL's warning turned around: a fit to a short run pins down
+# $C_{\text{mid}}$ far better than $A$, and on a harder task, where the curves have not bent over by the
+# end of the run, an asymptote extrapolated from them deserves little trust.
+
+# %%
+for name, (_, _, fit) in curves.items():
+    rl.claim("fitted well (small residuals)", fit["rmse"], high=0.06)
+    rl.claim("both asymptotes sit close to 1", fit["asymptote"], low=0.85)
+
+# %% [markdown]
+# ## 11.8 The family side by side
+#
+# `benchmarks/grpo_variants.py` trains eleven methods from the same three supervised models (seeds 0,
+# 1, 2 of chapter 10's recipe), each with the same budget of generated completions and two minibatches
+# per generation, and evaluates on 300 held-out problems with 16 samples each; the fitted $A$ and
+# $C_{\text{mid}}$ are those of (11.1) on 100 held-out problems every 5 steps. Its saved result:
+
+# %%
+bench = rl.benchmark_results("grpo_variants")
+family = bench["family"]
+
+
+def fmt(pair, digits=3):
+    mean, std = pair
+    return "n/a" if mean is None else f"{mean:.{digits}f}±{std:.{digits}f}"
+
+
+print(f"budget {bench['budget']} completions per run, seeds {bench['seeds']}; before RL: pass@1 {fmt(bench['before']['pass@1'])}, "
+      f"right {bench['before']['len_right'][0]:.1f} / wrong {bench['before']['len_wrong'][0]:.1f} tokens")
+print(f"{'method':<14}{'pass@1':>14}{'pass@8':>14}{'greedy':>14}{'len right':>11}{'len wrong':>11}{'generated':>10}"
+      f"{'seconds':>8}{'A':>14}{'C_mid':>8}")
+for name, row in family.items():
+    print(f"{name:<14}{fmt(row['pass@1']):>14}{fmt(row['pass@8']):>14}{fmt(row['greedy']):>14}{fmt(row['len_right'], 1):>11}"
+          f"{fmt(row['len_wrong'], 1):>11}{row['completions'][0]:>10.0f}{row['seconds'][0]:>8.0f}{fmt(row['A']):>14}"
+          f"{row['C_mid'][0]:>8.0f}")
+
+# %%
+names = list(family)
+order = np.argsort([-family[n]["pass@1"][0] for n in names])
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.2), dpi=80)
+axes[0].barh([names[i] for i in order], [family[names[i]]["pass@1"][0] for i in order],
+             xerr=[family[names[i]]["pass@1"][1] for i in order], color="tab:blue", alpha=0.8)
+axes[0].axvline(bench["before"]["pass@1"][0], color="gray", ls=":", label="before RL")
+axes[0].set_xlim(0.3, 1.0); axes[0].invert_yaxis(); axes[0].set_xlabel("held-out pass@1 (mean ± std, 3 seeds)")
+axes[0].legend(fontsize=7)
+for n in names:
+    axes[1].scatter(family[n]["len_right"][0], family[n]["pass@1"][0], s=20)
+    axes[1].annotate(n, (family[n]["len_right"][0], family[n]["pass@1"][0]), fontsize=7)
+axes[1].set_xlabel("mean tokens of right answers"); axes[1].set_ylabel("held-out pass@1")
+axes[1].set_title("Accuracy against the length of right answers", fontsize=9)
+plt.tight_layout();
+
+# %% [markdown]
+# What the table says at this scale:
+#
+# * **Length is the story.** Every method whose loss does not use GRPO's per-answer mean (Dr. GRPO,
+#   DAPO, CISPO, ProRL and ScaleRL, all with a token-level, fixed or prompt-level normaliser) learned
+#   to write its working (right answers near 18 tokens) and reached a held-out pass@1 of about 0.95;
+#   the methods with the per-answer mean (GRPO, RLOO, GSPO, DPPO and PPO) stayed lower, with shorter
+#   right answers. MaxRL is the exception: its weighting of rare successes
+#   made the model find the working even with the per-answer mean. This is chapter 10's length bias
+#   at work across the family, a larger effect here than any trust region.
+# * **The critic did not pay.** PPO with a critic ended lowest, with the largest spread, and its runs
+#   were among the slowest (the wall times are noisy: other jobs shared the machine). The group baseline is free and, with one reward at the end of a short
+#   answer, at least as good.
+# * **Trust regions barely matter at this scale**: GSPO and DPPO did no better than GRPO, and the
+#   differences are within a standard deviation. With two minibatches per generation the policy
+#   moves little between sampling and update; CISPO's gain over GRPO comes with its token-level loss.
+# * **The asymptotes do not separate the methods.** All fitted $A$ are between 0.96 and 1.0 with
+#   standard deviations of a few points, and the task nearly saturates; $C_{\text{mid}}$ separates them
+#   more: the fastest (CISPO, Dr. GRPO, ScaleRL) reached half their gain after about 700 completions
+#   or fewer, GRPO after about 1300.
+#
+# So of the published claims, the normalisation claims (Dr. GRPO, DAPO's token-level loss, ScaleRL's
+# prompt average) survive clearly on our model; "the critic is unnecessary" survives (it is worse
+# here); the trust-region claims (CISPO, GSPO, DPPO, clip-higher) are not tested by a run this gentle,
+# and the ScaleRL asymptote comparison needs a task that does not saturate.
+
+# %%
+per_answer = ["GRPO", "RLOO", "GSPO", "DPPO", "PPO + critic"]
+no_per_answer = ["Dr. GRPO", "DAPO", "CISPO", "ProRL", "ScaleRL"]
+best_per_answer = max(family[n]["pass@1"][0] for n in per_answer)
+worst_other = min(family[n]["pass@1"][0] for n in no_per_answer)
+rl.claim("learned to write its working (right answers near 18 tokens)",
+         min(family[n]["len_right"][0] for n in no_per_answer), low=17.0, high=19.0)
+rl.claim("reached a held-out pass@1 of about 0.95", worst_other, 0.95, abs=0.01)
+rl.claim("stayed lower", worst_other - best_per_answer, low=0.01)
+rl.claim("with shorter right answers", max(family[n]["len_right"][0] for n in per_answer), high=17.0)
+rl.claim("MaxRL is the exception", family["MaxRL"]["len_right"][0], low=17.0)
+rl.claim("PPO with a critic ended lowest", family["PPO + critic"]["pass@1"][0], high=min(family[n]["pass@1"][0] for n in names if n != "PPO + critic"))
+rl.claim("with the largest spread", family["PPO + critic"]["pass@1"][1], low=max(family[n]["pass@1"][1] for n in names))
+rl.claim("its runs were among the slowest", family["PPO + critic"]["seconds"][0],
+         low=float(np.median([family[n]["seconds"][0] for n in names])))
+rl.claim("GSPO and DPPO did no better than GRPO", max(family["GSPO"]["pass@1"][0], family["DPPO"]["pass@1"][0]) - family["GRPO"]["pass@1"][0],
+         high=0.0)
+rl.claim("All fitted $A$ are between 0.96 and 1.0", min(family[n]["A"][0] for n in names), low=0.96)
+rl.claim("after about 700 completions or fewer",
+         max(family[n]["C_mid"][0] for n in ("CISPO", "Dr. GRPO", "ScaleRL")), high=750)
+rl.claim("GRPO after about 1300", family["GRPO"]["C_mid"][0], 1300, abs=100)
+
+# %% [markdown]
+# ## Summary
+#
+# * With one gradient step per batch the ratio is 1 and the trust region never acts; several
+#   minibatches (or passes) per generation make the clip fraction, the ratio's spread and the KL
+#   non-zero, which is the regime the methods of this chapter are about.
+# * The sampled token's ratio is a poor measure of how far the policy moved: for rare tokens it
+#   over-states the total variation of the position about fourfold, for likely ones it under-states
+#   it. DPPO's binary TV needs only the sampled token's two probabilities and never exceeds the exact
+#   TV; it is tight for likely tokens and loose for rare ones.
+# * On one batch, PPO's clip, CISPO, GSPO and DPPO keep very different sets of tokens: CISPO all of
+#   them, DPPO more than the clip (the difference being almost all rare tokens), GSPO's tight sequence
+#   band only a small fraction once the policy has moved.
+# * ProRL's reset sets the KL to the reference to exactly 0 every $K$ steps; Magistral's advantages have
+#   zero mean per group and unit std per minibatch; ScaleRL's recipe is CISPO + prompt-level
+#   aggregation + zero-variance filtering + retiring solved prompts + a float32 head, each a field.
+# * Sigmoid compute curves separate efficiency ($C_{\text{mid}}$) from the asymptote ($A$); on our task
+#   the asymptotes all sit near 1 and only the efficiency tells the methods apart.
+# * Side by side at an equal budget, what decided the outcome on our model was the loss normaliser
+#   (length), not the trust region; the critic cost time and accuracy.
+#
+# ## Exercises
+#
+# 1. *(By hand.)* A token's probability goes from 0.002 to 0.006 and another's from 0.6 to 0.78.
+#    Compute each one's ratio, binary TV and binary KL. Which would PPO's clip ($\varepsilon = 0.2$)
+#    flag, and which DPPO's mask ($\tau = 0.15$, TV)? Check with `rl.binary_tv` and `rl.binary_kl`.
+# 2. Show that the binary TV $|p - q|$ of the sampled token is at most the exact TV of the position.
+#    When are they equal?
+# 3. GSPO's sequence ratio is the geometric mean of the token ratios. Show that
+#    $\log s_i$ is the mean of the token log-ratios, compute $s_i$ for an answer whose token ratios are
+#    $(2, 0.5, 1, 1)$, and say why GSPO's band must be far narrower than PPO's.
+# 4. In §11.3, count the tokens each method keeps *separately* for positive and negative advantages.
+#    Which method treats the two directions differently, and why?
+# 5. With Magistral's advantages, what does a minibatch in which every group is all-right or all-wrong
+#    give? What does `rl.magistral_advantages` return then, and is that the right thing?
+# 6. *(Open.)* Make the task harder (`num_digits=3`, with `rl.lm.policy_config(tok, n_positions=64)`)
+#    and fit (11.1) to GRPO and CISPO runs. Do the asymptotes separate now?
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+#
+# Exercise 6 asks for training runs of several minutes and is left open.
+#
+# ### Solution to exercise 1
+#
+# Rare token: $\rho = 3$, binary TV $|0.006 - 0.002| = 0.004$, binary KL (old against new)
+# $0.002\log\frac{0.002}{0.006} + 0.998\log\frac{0.998}{0.994} \approx 0.0018$. Likely token: $\rho = 1.3$,
+# binary TV $0.18$, binary KL $0.6\log\frac{0.6}{0.78} + 0.4\log\frac{0.4}{0.22} \approx 0.082$. PPO's clip
+# (band $[0.8, 1.2]$) flags both, the rare one emphatically; DPPO's mask at $\tau = 0.15$ flags only the
+# likely token, whose distribution really moved: the opposite order to the ratio's.
+
+# %% tags=["solution"]
+p_old_ex, p_new_ex = torch.tensor([0.002, 0.6], dtype=torch.float64), torch.tensor([0.006, 0.78], dtype=torch.float64)
+tv_ex = rl.binary_tv(p_new_ex.log(), p_old_ex.log())
+kl_ex = rl.binary_kl(p_new_ex.log(), p_old_ex.log())
+print("ratio", (p_new_ex / p_old_ex).tolist(), "binary TV", tv_ex.tolist(), "binary KL", kl_ex.tolist())
+assert torch.allclose(tv_ex, torch.tensor([0.004, 0.18], dtype=torch.float64))
+assert torch.allclose(kl_ex, torch.tensor([0.0018, 0.0817], dtype=torch.float64), atol=2e-4)
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 2
+#
+# Write $p, q$ for the new and old distributions and $a$ for the sampled token. The exact TV is
+# $\tfrac12\sum_v|p_v - q_v| = \tfrac12|p_a - q_a| + \tfrac12\sum_{v \ne a}|p_v - q_v|$, and by the triangle
+# inequality $\sum_{v \ne a}|p_v - q_v| \ge |\sum_{v \ne a}(p_v - q_v)| = |(1 - p_a) - (1 - q_a)| = |p_a - q_a|$.
+# So TV $\ge |p_a - q_a|$, with equality when all the other tokens move in the same direction (the
+# two-outcome case: the distribution is "the sampled token or not"). The cell of §11.2 asserted it on
+# every token of the batch.
+#
+# ### Solution to exercise 3
+#
+# $\log s_i = \log\big(\prod_t \rho_{i,t}\big)^{1/|o_i|} = \frac{1}{|o_i|}\sum_t \log\rho_{i,t}$. For
+# $(2, 0.5, 1, 1)$ the log-ratios sum to 0, so $s_i = 1$: the two moves cancel, and GSPO sees no change
+# at all while PPO would clip both tokens. Because the mean of many small log-ratios concentrates
+# near 0 (its spread shrinks like $1/\sqrt{|o_i|}$ for independent moves), the sequence ratio stays very
+# close to 1, and a band as wide as PPO's would never bind: hence $3 \cdot 10^{-4}$.
+
+# %% tags=["solution"]
+token_ratios = torch.tensor([[2.0, 0.5, 1.0, 1.0]], dtype=torch.float64)
+s = rl.gspo_sequence_log_ratio(token_ratios.log(), torch.zeros_like(token_ratios), torch.ones_like(token_ratios, dtype=torch.bool)).exp()
+print("sequence ratio:", s.item())
+assert torch.allclose(s, torch.ones(1, dtype=torch.float64))
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 4
+#
+# PPO's clip and DPPO's mask are one-sided: a token is dropped only if its ratio (or its probability)
+# has already moved *in the direction its advantage pushes*: up for $\hat A > 0$, down for $\hat A < 0$.
+# So the kept shares differ between the two signs according to how the policy moved. CISPO keeps all
+# tokens of both signs; GSPO decides per answer with the same one-sided rule on the sequence ratio.
+
+# %% tags=["solution"]
+positive = (advantages > 0).expand_as(mask)[mask & (advantages != 0)]
+for name in settings:
+    print(f"{name:<28} kept: Â > 0 {kept[name][positive].float().mean():.3f}   Â < 0 {kept[name][~positive].float().mean():.3f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 5
+#
+# Every centred reward is 0, so the minibatch's std is 0 and there is nothing to normalise: the
+# advantages are all 0 and the minibatch contributes no gradient, as it should (no group carries a
+# signal). The library returns zeros rather than dividing by zero:
+
+# %% tags=["solution"]
+flat = torch.tensor([1.0] * 8 + [0.0] * 8)
+print(rl.magistral_advantages(flat, 8))
+assert torch.equal(rl.magistral_advantages(flat, 8), torch.zeros(16))
