@@ -102,13 +102,14 @@ rl.claim("the KL to the supervised model grows", offpolicy["kl"][-1] - offpolicy
 # $\operatorname{TV}_t = \tfrac12 \sum_v |\pi_\theta(v \mid \cdot) - \pi_{\text{old}}(v \mid \cdot)|$, which is
 # at most 1 however many tokens the vocabulary holds. PPO looks only at the sampled token, through
 # $\rho_t$. Qi et al. (2026, "DPPO", arXiv:2602.04879) point out the mismatch: if a rare token's
-# probability goes from 0.001 to 0.003, its ratio is 3, far outside any clip band, while the
-# distribution moved by at most 0.002 in TV. A likely token going from 0.5 to 0.65 has a ratio of 1.3,
-# while the distribution moved by at least 0.15. The ratio over-reacts to rare tokens and
-# under-reacts to common ones.
+# probability goes from 0.001 to 0.003, its ratio is 3, far outside any clip band, although only
+# 0.002 of probability moved onto it. A likely token going from 0.8 to 0.95 has a ratio of 1.19,
+# inside PPO's band $[0.8, 1.2]$, while the distribution moved by at least 0.15 in TV (the other
+# tokens lost what it gained). The ratio is loud for rare tokens and quiet for common ones, whatever
+# the distribution did.
 #
 # Measure it: sample a batch with the supervised model ($\pi_{\text{old}}$), score it under the
-# model of §11.1 ($\pi_\theta$, twenty off-policy steps later), and compare $|\rho_t - 1|$ with the exact
+# model of §11.1 ($\pi_\theta$, twenty training steps later), and compare $|\rho_t - 1|$ with the exact
 # TV of each position, and with DPPO's cheap *binary* TV, $|\pi_\theta(o_t) - \pi_{\text{old}}(o_t)|$, which
 # needs only the sampled token's two probabilities.
 
@@ -128,7 +129,7 @@ def next_token_probs(model):
     """(B, T, V) distributions of every completion position (the prompts all have the same width)."""
     ids = torch.cat([prompt_ids.repeat_interleave(8, dim=0), batch.completion_ids], dim=1)
     with torch.no_grad():
-        logits = model(input_ids=ids).logits[:, P - 1 : -1].float()
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[:, P - 1 : -1].float()
     logits[..., forbidden] = float("-inf")
     return logits.softmax(-1)
 
@@ -142,9 +143,11 @@ ratio = p_new / p_old
 binary_tv = rl.binary_tv(p_new.log(), p_old.log())
 rare, common = p_old < 0.1, p_old >= 0.5
 print(f"{int(mask.sum())} completion tokens: {int(rare.sum())} rare (π_old < 0.1), {int(common.sum())} likely (π_old ≥ 0.5)")
+flags = {"|ρ − 1| > 0.2": (ratio - 1).abs() > 0.2, "exact TV > 0.15": tv_exact > 0.15, "binary TV > 0.15": binary_tv > 0.15}
 for name, sel in (("rare", rare), ("likely", common)):
     print(f"  {name:>6}: median |ρ − 1| {(ratio[sel] - 1).abs().median():.3f}, median exact TV {tv_exact[sel].median():.4f}, "
           f"median binary TV {binary_tv[sel].median():.4f}")
+    print("          share flagged by " + ", ".join(f"{k} {v[sel].float().mean():.2f}" for k, v in flags.items()))
 assert torch.all(binary_tv <= tv_exact + 1e-6), "the binary TV is a lower bound of the exact TV"
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.2), dpi=80)
@@ -161,22 +164,28 @@ axes[1].set_title("DPPO's binary TV: a cheap lower bound", fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
-# The left panel is the point of DPPO's paper, on our model. Rare sampled tokens (dark) sit high:
-# for them the median $|\rho - 1|$ is about four times the median TV of their position, so PPO's clip
-# (which fires at $|\rho - 1| > 0.2$) treats them as if the policy had moved far more than it did.
-# Likely tokens (bright) sit low: their ratio is about half the TV of the position or less, so the
-# clip under-reacts there. The binary TV (right) is never above the exact TV (exercise 2): for likely
-# tokens it is close to it, but for rare tokens it sees only a small part of the movement, since most
-# of the probability that moved at such a position belongs to other tokens. It is a cheap, loose lower
-# bound exactly where the ratio is loudest.
+# The left panel is DPPO's point, with a twist. Rare sampled tokens (dark) sit high: for them the
+# median $|\rho - 1|$ is about four times the median TV of their position, and PPO's clip (which fires
+# at $|\rho - 1| > 0.2$) flags every one of them. But these positions did move. The rare tokens were
+# sampled where the supervised model was unsure (mostly the digits of the answer), which is exactly
+# where RL sharpens the policy, and most of them moved by more than DPPO's $\tau = 0.15$ in exact TV.
+# The binary TV (right), which sees only the sampled token's own probability, flags none of them. It
+# is never above the exact TV (exercise 2) and close to it for likely tokens, but at a rare token's
+# position it sees only a small part of the movement, since most of the probability that moved
+# belongs to other tokens. For likely tokens the three measures flag about the same share. So at rare
+# tokens the ratio is louder than the movement and the binary TV quieter than it: a trust region built
+# on the binary TV relaxes the constraint exactly at the positions where the distribution changed most.
 
 # %%
 rare_gap = float((ratio[rare] - 1).abs().median() / tv_exact[rare].median())
-likely_gap = float((ratio[common] - 1).abs().median() / tv_exact[common].median())
-print(f"median |ρ − 1| / median TV: rare tokens {rare_gap:.1f}, likely tokens {likely_gap:.1f}")
+print(f"rare tokens: median |ρ − 1| / median exact TV {rare_gap:.1f}")
 rl.claim("about four times the median TV of their position", rare_gap, 4.0, abs=1.5)
-rl.claim("about half the TV of the position or less", likely_gap, high=0.8)
+rl.claim("flags every one of them", flags["|ρ − 1| > 0.2"][rare].float().mean(), low=0.95)
+rl.claim("most of them moved by more than DPPO's $\\tau = 0.15$ in exact TV", flags["exact TV > 0.15"][rare].float().mean(), low=0.5)
+rl.claim("flags none of them", flags["binary TV > 0.15"][rare].float().mean(), high=0.02)
 rl.claim("sees only a small part of the movement", float(binary_tv[rare].median() / tv_exact[rare].median()), high=0.25)
+likely_shares = [v[common].float().mean().item() for v in flags.values()]
+rl.claim("For likely tokens the three measures flag about the same share", max(likely_shares) - min(likely_shares), high=0.05)
 
 # %% [markdown]
 # ## 11.3 Four trust regions on the same batch
@@ -220,14 +229,26 @@ for name, kw in settings.items():
     kept[name] = (grad != 0)[signal]
     print(f"{name:<28} tokens with a gradient: {kept[name].float().mean():.3f} of those with a non-zero advantage")
 rare_signal = (p_old < 0.1)[(advantages != 0).expand_as(mask)[mask]]
+with_advantage = (advantages != 0).expand_as(mask)[mask]  # over the completion tokens
+fig, axes = plt.subplots(1, 4, figsize=(14, 2.9), dpi=80, sharey=True)
+for ax, (name, keep) in zip(axes, kept.items()):
+    x, y = p_old[with_advantage], ratio[with_advantage]
+    ax.scatter(x[keep], y[keep], s=4, color="tab:gray", label="gradient kept")
+    ax.scatter(x[~keep], y[~keep], s=4, color="tab:red", label="no gradient")
+    ax.set_xscale("log"); ax.set_yscale("log"); ax.axhline(1.0, color="k", lw=0.6)
+    ax.set_title(f"{name}: {keep.float().mean():.0%} kept", fontsize=9); ax.set_xlabel("π_old(token)")
+axes[0].set_ylabel("ρ = π_θ / π_old"); axes[0].legend(fontsize=7, markerscale=3)
+plt.tight_layout();
 
 # %% [markdown]
 # CISPO keeps every token's gradient (it only caps the weight). The clip removes a share of the
 # tokens, and DPPO's divergence mask removes fewer; almost all the tokens the clip drops and DPPO
 # keeps are rare tokens, whose ratio moved while the sampled token's own probability barely did.
-# GSPO's band of a few parts in ten thousand is made for a sequence ratio that, on a large model,
-# stays within about $10^{-3}$ of 1 over one batch; after twenty off-policy steps on our model the
-# geometric means have moved much further, and GSPO keeps only about a tenth of the tokens. Which
+# GSPO's band of a few parts in ten thousand is meant for the few updates between sampling and
+# training within one step, over which a geometric mean of many token ratios stays very close to 1.
+# Our $\pi_\theta$ is twenty training steps from $\pi_{\text{old}}$, the geometric means have moved much
+# further, and GSPO keeps only about a tenth of the tokens, each answer whole or not at all. In a run
+# $\pi_{\text{old}}$ is refreshed at every step, so this batch exaggerates what each method drops. Which
 # tokens a method keeps is a design decision, and on the same batch the four disagree widely.
 
 # %%
@@ -247,8 +268,13 @@ rl.claim("almost all the tokens the clip drops and DPPO keeps are rare tokens", 
 # started, and a penalty to the starting point grows until it dominates the loss. ProRL (Liu et al.
 # 2025, arXiv:2505.24864) keeps the penalty for its stabilising effect but moves the anchor: every
 # $K$ steps the reference becomes the current policy, $\pi_{\text{ref}} \leftarrow \pi_\theta$, and the
-# optimiser's moment estimates are reset with it (`ref_reset_every=K`). The KL measured at a reset
-# step is exactly 0, since the reference has just been copied from the policy; in between it grows.
+# optimiser's moment estimates are reset with it (`ref_reset_every=K`). Be precise about what is
+# logged: `train_grpo` measures the KL on the first pass over each minibatch, before that minibatch's
+# update, and the reset happens before the step's sampling. With one minibatch per step, as here, the
+# KL logged at a reset step is therefore measured before any update since the copy, and is exactly 0;
+# from the next step on it grows again. (With $M$ minibatches only the first would read 0: the others
+# are measured after the updates of the minibatches before them, so the step's mean would be small but
+# not 0.)
 
 # %%
 prorl = rl.train_grpo(copy.deepcopy(sft_policy), tok, task,
@@ -304,7 +330,61 @@ rl.claim("less than half the push", magistral[:8].abs().sum() / magistral[8:16].
 # **no-positive-resampling** (a prompt solved at a pass rate above 0.9 leaves the training pool for
 # good); and the **LM head in float32** (MiniMax's fix: in bf16, the log-probabilities of the sampler and
 # the trainer disagree enough to distort the ratios). Each is a field; `GRPOConfig.recipe("scalerl")`
-# sets them all:
+# sets them all. First the two that change the loss's weights, measured on the batch of §11.2.
+#
+# **Prompt-level aggregation.** `rl.per_token_weights` gives the weight $w_{i,t}$ of every token under
+# an aggregation. Summed over a prompt's $G$ answers it says how much that prompt counts; on one token
+# it says how hard that token is pushed. GRPO's per-answer mean gives every answer, and so every prompt,
+# the same total, and shares it among fewer tokens in a short answer; DAPO's token mean gives every
+# token the same weight, so a prompt whose answers are long counts for more; ScaleRL's prompt mean
+# gives every prompt the same total and shares it equally among the prompt's tokens.
+
+# %%
+lengths = mask.sum(1).double()
+fig, axes = plt.subplots(1, 2, figsize=(11, 3), dpi=80)
+AGGREGATION_STYLES = {"GRPO (per-answer mean)": ("seq_mean_token_mean", "o", 40, "C0"),
+                      "DAPO (token mean)": ("token_mean", "s", 16, "C1"),
+                      "ScaleRL (prompt mean)": ("prompt_mean", "^", 16, "C2")}
+for label, (mode, marker, size, color) in AGGREGATION_STYLES.items():
+    w = rl.per_token_weights(mask, mode, group_size=8, dtype=torch.float64)
+    per_prompt = w.sum(1).view(-1, 8).sum(1)
+    style = dict(marker=marker, s=size, facecolors="none", edgecolors=color)
+    axes[0].scatter(lengths.view(-1, 8).mean(1), per_prompt, label=label, **style)
+    axes[1].scatter(lengths, w[:, 0], label=label, **style)  # every answer's first token is a real token
+    within = w[:, 0].view(-1, 8)
+    print(f"{label:<24} weight per prompt: min {per_prompt.min():.4f} max {per_prompt.max():.4f}; "
+          f"answers of one prompt with unequal token weights: {(within.max(1).values > within.min(1).values * (1 + 1e-9)).sum()} of 32 prompts")
+    if mode != "token_mean":
+        assert torch.allclose(per_prompt, torch.full_like(per_prompt, 1 / 32))
+axes[0].set_xlabel("mean answer length of the prompt's group (tokens)"); axes[0].set_ylabel("total weight of the prompt")
+axes[1].set_xlabel("answer length (tokens)"); axes[1].set_ylabel("weight of one of its tokens"); axes[1].set_yscale("log")
+axes[0].legend(fontsize=7); plt.tight_layout();
+
+# %% [markdown]
+# **Zero-variance filtering.** A group whose answers are all right (or all wrong) has zero advantages,
+# so its tokens already contribute nothing to the gradient; but they still count in the normaliser of
+# the token or prompt mean, and dilute the rest. Dropping them changes no direction, only the scale:
+# with the prompt mean, the informative prompts' share of the weight goes from (informative prompts)/32
+# to 1. A batch sampled from the model of §11.1, which solves most prompts:
+
+# %%
+zv_batch = rl.lm.sample_completions(offpolicy_policy, prompt_ids, prompt_mask, num_samples=8, max_new_tokens=MAX_NEW,
+                                    eos_token_id=tok.eos_token_id, forbidden_ids=forbidden, tokenizer=tok,
+                                    generator=torch.Generator().manual_seed(13))
+zv_rewards = torch.tensor([task.reward(problems[i // 8].prompt, t) for i, t in enumerate(zv_batch.texts)]).view(-1, 8)
+informative = zv_rewards.std(1) > 0
+rows = informative.repeat_interleave(8)
+w_all = rl.per_token_weights(zv_batch.completion_mask, "prompt_mean", group_size=8, dtype=torch.float64)
+w_kept = rl.per_token_weights(zv_batch.completion_mask[rows], "prompt_mean", group_size=8, dtype=torch.float64)
+scale = (w_kept / w_all[rows])[zv_batch.completion_mask[rows]]
+print(f"prompts with mixed rewards: {int(informative.sum())} of 32; their share of the weight without filtering "
+      f"{w_all[rows].sum():.3f}; every weight grows by {scale.min():.3f} to {scale.max():.3f} when the rest is dropped")
+assert torch.allclose(scale, torch.full_like(scale, 32 / int(informative.sum())))
+
+# %% [markdown]
+# So the filter does not change what the step asks for, only its size, and with it the drift that
+# would otherwise creep in: without it, the better the model does, the more silent groups dilute the
+# loss and the smaller the effective step. The other two choices act over a run:
 
 # %%
 scalerl_config = rl.GRPOConfig.recipe("scalerl", **RUN, num_steps=rl.by_size(small=10, full=60))
@@ -312,13 +392,14 @@ print({k: getattr(scalerl_config, k) for k in ("per_token_loss", "clip_eps_high"
                                                "zero_variance_filter", "retire_pass_rate", "fp32_lm_head")})
 scalerl = rl.train_grpo(copy.deepcopy(sft_policy), tok, task, scalerl_config, progress=False)
 print("groups kept per step (of 32):", np.asarray(scalerl["kept_groups"], dtype=int).tolist())
-print("prompts retired so far:", np.asarray(scalerl["retired_prompts"], dtype=int).tolist())
+print("prompts retired so far:", np.asarray(scalerl["retired_prompts"], dtype=int).tolist(), "of", task.num_train, "in the pool")
 assert scalerl["kept_groups"][-1] < scalerl["kept_groups"][0] and scalerl["retired_prompts"][-1] > 0
 
 # %% [markdown]
 # As the model improves, more groups have no signal and are dropped instead of resampled (the kept
 # count falls from the first step to the last), and the pool loses the prompts the model has
-# mastered. The float32 head changes nothing for our float32 model. For a model stored in bfloat16 it
+# mastered (out of a pool of thousands of training problems, so here it changes little). The float32
+# head changes nothing for our float32 model, bit for bit. For a model stored in bfloat16 it
 # removes the last rounding, that of the logits themselves:
 
 # %%
@@ -326,6 +407,7 @@ bf16 = copy.deepcopy(sft_policy).to(torch.bfloat16)
 ids = torch.cat([prompt_ids.repeat_interleave(8, dim=0), batch.completion_ids], dim=1)[:64]
 with torch.no_grad():
     exact = sft_policy(input_ids=ids).logits.float().log_softmax(-1)
+    assert torch.equal(rl.lm.fp32_lm_head(copy.deepcopy(sft_policy))(input_ids=ids).logits.float().log_softmax(-1), exact)
     low = bf16(input_ids=ids).logits.float().log_softmax(-1)
     rl.lm.fp32_lm_head(bf16)
     head32 = bf16(input_ids=ids).logits.float().log_softmax(-1)
@@ -357,9 +439,9 @@ rl.claim("cuts the error of the log-probabilities by about a third", err_head32 
 
 # %%
 curves = {}
-for name, config in {"GRPO (β = 0.04)": rl.GRPOConfig.recipe("grpo", **RUN),
-                     "CISPO": rl.GRPOConfig.recipe("cispo", **RUN)}.items():
-    config.num_steps, config.eval_every, config.eval_num_problems = rl.by_size(small=30, full=120), 5, 100
+EVAL = dict(num_steps=rl.by_size(small=30, full=120), eval_every=5, eval_num_problems=100)
+for name, config in {"GRPO (β = 0.04)": rl.GRPOConfig.recipe("grpo", **RUN, **EVAL),
+                     "CISPO": rl.GRPOConfig.recipe("cispo", **RUN, **EVAL)}.items():
     h = rl.train_grpo(copy.deepcopy(sft_policy), tok, task, config, progress=False)
     compute, reward = np.asarray(h["eval_completions"], float), np.asarray(h["eval_pass@1"], float)
     fit = rl.fit_compute_curve(compute[1:], reward[1:], r0=reward[0])
@@ -376,16 +458,53 @@ ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("hel
 ax.set_title("Sigmoid compute curves (11.1)", fontsize=10); ax.legend(fontsize=7);
 
 # %% [markdown]
-# Both curves are fitted well (small residuals), and both asymptotes sit close to 1: on this task
-# every reasonable method ends up solving nearly everything, and what separates methods is the
-# efficiency $C_{\text{mid}}$. That is ScaleRL's warning turned around: a fit to a short run pins down
-# $C_{\text{mid}}$ far better than $A$, and on a harder task, where the curves have not bent over by the
-# end of the run, an asymptote extrapolated from them deserves little trust.
+# Both curves are fitted well (small residuals), and both asymptotes sit close to 1 (at or near the
+# upper bound of 1 that the fit allows for a pass rate): on this task every reasonable method ends up
+# solving nearly everything, and what separates the two is the efficiency $C_{\text{mid}}$.
 
 # %%
 for name, (_, _, fit) in curves.items():
     rl.claim("fitted well (small residuals)", fit["rmse"], high=0.06)
     rl.claim("both asymptotes sit close to 1", fit["asymptote"], low=0.85)
+
+# %% [markdown]
+# Our runs went on well past $C_{\text{mid}}$, where the curve has bent over. What if a run stops
+# before the bend, as a short run on a hard task does? Take GRPO's fitted curve as the truth, draw
+# noisy evaluations from it (800 samples each, as ours: 100 problems × 8) at six compute values up to
+# $C_{\text{mid}}/2$ only, and fit (11.1) again; repeat 20 times. Then the same with six values up to
+# $10\,C_{\text{mid}}$:
+
+# %%
+truth = curves["GRPO (β = 0.04)"][2]
+rng = np.random.default_rng(0)
+spread = {}
+for label, top in (("up to C_mid / 2", 0.5), ("up to 10 C_mid", 10.0)):
+    points = np.geomspace(truth["c_mid"] / 20, truth["c_mid"] * top, 6)
+    mean = rl.sigmoid_compute_curve(points, truth["r0"], truth["asymptote"], truth["c_mid"], truth["exponent"])
+    fits = [rl.fit_compute_curve(points, rng.binomial(800, mean) / 800, r0=truth["r0"]) for _ in range(20)]
+    a_values, c_values = np.array([f["asymptote"] for f in fits]), np.array([f["c_mid"] for f in fits])
+    spread[label] = (np.percentile(a_values, [10, 90]), np.percentile(c_values, [10, 90]))
+    print(f"evaluations {label:<16}: fitted A from {spread[label][0][0]:.2f} to {spread[label][0][1]:.2f}, "
+          f"C_mid from {spread[label][1][0]:.0f} to {spread[label][1][1]:.0f} (10th to 90th percentile; true A "
+          f"{truth['asymptote']:.2f}, C_mid {truth['c_mid']:.0f})")
+
+# %% [markdown]
+# Stopped before the bend, the same curve gives fitted asymptotes that range over tens of points and
+# a fitted $C_{\text{mid}}$ that varies more than fivefold: the early part of a sigmoid is nearly the
+# same for a high asymptote reached late and a lower one reached early. With the bend in the data the
+# ranges shrink severalfold; how far depends on the steepness $B$, since a shallow curve is still
+# rising at $10\,C_{\text{mid}}$. Hence ScaleRL's practice of fitting only runs long enough to have bent
+# over, and the caution this section owes its own two fits: an asymptote extrapolated from the start of a curve
+# deserves little trust, and one that lands on the bound of 1 says only that the data did not
+# contradict it.
+
+# %%
+early_a, early_c = spread["up to C_mid / 2"]
+late_a, late_c = spread["up to 10 C_mid"]
+rl.claim("fitted asymptotes that range over tens of points", early_a[1] - early_a[0], low=0.1)
+rl.claim("varies more than fivefold", early_c[1] / early_c[0], low=5.0)
+rl.claim("the ranges shrink severalfold", min((early_a[1] - early_a[0]) / max(late_a[1] - late_a[0], 1e-3),
+                                             (early_c[1] / early_c[0]) / (late_c[1] / late_c[0])), low=2.5)
 
 # %% [markdown]
 # ## 11.8 The family side by side
@@ -471,6 +590,8 @@ rl.claim("PPO with a critic ended lowest", family["PPO + critic"]["pass@1"][0], 
 rl.claim("with the largest spread", family["PPO + critic"]["pass@1"][1], low=max(family[n]["pass@1"][1] for n in names))
 rl.claim("its runs were among the slowest", family["PPO + critic"]["seconds"][0],
          low=float(np.median([family[n]["seconds"][0] for n in names])))
+rl.claim("the differences are within a standard deviation",
+         max(abs(family[n]["pass@1"][0] - family["GRPO"]["pass@1"][0]) - family[n]["pass@1"][1] for n in ("GSPO", "DPPO")), high=0.0)
 rl.claim("GSPO and DPPO did no better than GRPO", max(family["GSPO"]["pass@1"][0], family["DPPO"]["pass@1"][0]) - family["GRPO"]["pass@1"][0],
          high=0.0)
 rl.claim("All fitted $A$ are between 0.96 and 1.0", min(family[n]["A"][0] for n in names), low=0.96)
@@ -484,10 +605,11 @@ rl.claim("GRPO after about 1300", family["GRPO"]["C_mid"][0], 1300, abs=100)
 # * With one gradient step per batch the ratio is 1 and the trust region never acts; several
 #   minibatches (or passes) per generation make the clip fraction, the ratio's spread and the KL
 #   non-zero, which is the regime the methods of this chapter are about.
-# * The sampled token's ratio is a poor measure of how far the policy moved: for rare tokens it
-#   over-states the total variation of the position about fourfold, for likely ones it under-states
-#   it. DPPO's binary TV needs only the sampled token's two probabilities and never exceeds the exact
-#   TV; it is tight for likely tokens and loose for rare ones.
+# * The sampled token's ratio is a poor measure of how far the policy moved: it is loud for rare
+#   tokens (in median about four times the exact TV of their position) and quiet for likely ones.
+#   DPPO's binary TV needs only the sampled token's two probabilities and never exceeds the exact TV;
+#   it is tight for likely tokens, but at the positions of rare tokens it misses most of the movement,
+#   so a mask built on it relaxes the trust region where the distribution changed most.
 # * On one batch, PPO's clip, CISPO, GSPO and DPPO keep very different sets of tokens: CISPO all of
 #   them, DPPO more than the clip (the difference being almost all rare tokens), GSPO's tight sequence
 #   band only a small fraction once the policy has moved.
@@ -551,7 +673,8 @@ assert torch.allclose(kl_ex, torch.tensor([0.0018, 0.0817], dtype=torch.float64)
 #
 # $\log s_i = \log\big(\prod_t \rho_{i,t}\big)^{1/|o_i|} = \frac{1}{|o_i|}\sum_t \log\rho_{i,t}$. For
 # $(2, 0.5, 1, 1)$ the log-ratios sum to 0, so $s_i = 1$: the two moves cancel, and GSPO sees no change
-# at all while PPO would clip both tokens. Because the mean of many small log-ratios concentrates
+# at all, while PPO's clip acts on one of the two tokens (the one with $\rho = 2$ if $\hat A > 0$, the one
+# with $\rho = 0.5$ if $\hat A < 0$). Because the mean of many small log-ratios concentrates
 # near 0 (its spread shrinks like $1/\sqrt{|o_i|}$ for independent moves), the sequence ratio stays very
 # close to 1, and a band as wide as PPO's would never bind: hence $3 \cdot 10^{-4}$.
 
