@@ -180,9 +180,9 @@ def sample_completions(
     return result
 
 
-_NO_CACHE = ("`model` returned no key/value cache although use_cache=True was asked (gradient "
-                         "checkpointing in training mode turns the cache off): call model.eval() or "
-                         "model.gradient_checkpointing_disable() before sampling")
+_NO_CACHE = ("`model` returned no key/value cache (or an empty one) although use_cache=True was asked "
+             "(gradient checkpointing in training mode turns the cache off): call model.eval() or "
+             "model.gradient_checkpointing_disable() before sampling")
 
 
 def _cached_length(past) -> int | None:
