@@ -76,28 +76,11 @@ def critic_values(critic, prompt_ids, completion_ids, prompt_mask=None, completi
         ValueError: shapes as :func:`rlbook.lm.completion_log_probs`, or a critic whose head
             does not output one number.
     """
-    from rlbook.lm.logprobs import _full_logits, _shared_prefix_logits
+    from rlbook.lm.logprobs import _completion_outputs
 
     if getattr(getattr(critic, "lm_head", None), "out_features", None) != 1:
         raise ValueError("`critic` must come from build_critic (an lm_head with one output)")
-    for name, x in (("prompt_ids", prompt_ids), ("completion_ids", completion_ids)):
-        if not isinstance(x, torch.Tensor) or x.dim() != 2:
-            raise ValueError(f"`{name}` must be a 2-D tensor (B, L) of token ids")
-    num_prompts, B = prompt_ids.shape[0], completion_ids.shape[0]
-    if num_prompts == 0 or B % num_prompts:
-        raise ValueError(f"`completion_ids` must have batch size a multiple of {num_prompts}; got {B}")
-    if prompt_mask is not None:
-        prompt_mask = _checks.check_bool_like("prompt_mask", prompt_mask, prompt_ids.shape).to(prompt_ids.device)
-        prompt_mask = None if bool(prompt_mask.all()) else prompt_mask
-    if completion_mask is not None:
-        completion_mask = _checks.check_bool_like("completion_mask", completion_mask, completion_ids.shape).to(completion_ids.device)
-    G = B // num_prompts
-    out = _shared_prefix_logits(critic, prompt_ids, completion_ids, prompt_mask, G) if G > 1 else None
-    if out is None:
-        if G > 1:
-            prompt_ids = prompt_ids.repeat_interleave(G, dim=0)
-            prompt_mask = None if prompt_mask is None else prompt_mask.repeat_interleave(G, dim=0)
-        out = _full_logits(critic, prompt_ids, completion_ids, prompt_mask)
+    out, _, completion_mask = _completion_outputs(critic, prompt_ids, completion_ids, prompt_mask, completion_mask)
     values = out[..., 0].float()  # (B, T)
     if completion_mask is not None:
         values = torch.where(completion_mask, values, torch.zeros_like(values))

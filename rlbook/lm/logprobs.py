@@ -126,6 +126,34 @@ def completion_log_probs(
             (``completion_mask`` must match ``completion_ids``), or temperature ≤ 0.
     """
     _checks.check_positive("temperature", temperature)
+    logits, completion_ids, completion_mask = _completion_outputs(model, prompt_ids, completion_ids, prompt_mask,
+                                                                  completion_mask)
+    forbidden = sorted({int(i) for i in forbidden_ids})
+    if temperature != 1.0 or forbidden:
+        logits = logits.float() / temperature
+        if forbidden:
+            # a large finite number, not -inf: the entropy 0·log 0 would be NaN
+            logits = logits.index_fill(-1, torch.tensor(forbidden, device=logits.device), -1e9)
+    log_probs = token_log_probs(logits, completion_ids)
+    entropy = entropy_from_logits(logits) if with_entropy else None
+    if completion_mask is not None:
+        log_probs = torch.where(completion_mask, log_probs, torch.zeros_like(log_probs))
+        entropy = None if entropy is None else torch.where(completion_mask, entropy, torch.zeros_like(entropy))
+    return (log_probs, entropy) if with_entropy else log_probs
+
+
+def _completion_outputs(model, prompt_ids, completion_ids, prompt_mask=None, completion_mask=None):
+    """The model's outputs (B, T, ·) at the positions that predict each completion token.
+
+    Checks the layouts of :func:`completion_log_probs` (``prompt_ids`` (B, P) or (N, P) with
+    B = N·G), feeds masked completion positions as EOS, and encodes each prompt once per group
+    when the model allows it. Shared by the log-prob scorer and :func:`rlbook.lm.critic_values`.
+
+    Returns:
+        ``(outputs, completion_ids, completion_mask)``: the ids as fed, the mask checked (or None).
+    Raises:
+        ValueError: as :func:`completion_log_probs`.
+    """
     for name, x in (("prompt_ids", prompt_ids), ("completion_ids", completion_ids)):
         if not isinstance(x, torch.Tensor) or x.dim() != 2:
             raise ValueError(f"`{name}` must be a 2-D tensor (B, L) of token ids")
@@ -148,26 +176,15 @@ def completion_log_probs(
         if isinstance(eos, int):
             completion_ids = torch.where(completion_mask, completion_ids, torch.full_like(completion_ids, eos))
     group_size = num_completions // num_prompts
-    logits = None
+    outputs = None
     if group_size > 1:
-        logits = _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_size)
-    if logits is None:  # one prompt per completion (or a model without a shareable cache)
+        outputs = _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_size)
+    if outputs is None:  # one prompt per completion (or a model without a shareable cache)
         if group_size > 1:
             prompt_ids = prompt_ids.repeat_interleave(group_size, dim=0)
             prompt_mask = None if prompt_mask is None else prompt_mask.repeat_interleave(group_size, dim=0)
-        logits = _full_logits(model, prompt_ids, completion_ids, prompt_mask)
-    forbidden = sorted({int(i) for i in forbidden_ids})
-    if temperature != 1.0 or forbidden:
-        logits = logits.float() / temperature
-        if forbidden:
-            # a large finite number, not -inf: the entropy 0·log 0 would be NaN
-            logits = logits.index_fill(-1, torch.tensor(forbidden, device=logits.device), -1e9)
-    log_probs = token_log_probs(logits, completion_ids)
-    entropy = entropy_from_logits(logits) if with_entropy else None
-    if completion_mask is not None:
-        log_probs = torch.where(completion_mask, log_probs, torch.zeros_like(log_probs))
-        entropy = None if entropy is None else torch.where(completion_mask, entropy, torch.zeros_like(entropy))
-    return (log_probs, entropy) if with_entropy else log_probs
+        outputs = _full_logits(model, prompt_ids, completion_ids, prompt_mask)
+    return outputs, completion_ids, completion_mask
 
 
 def _full_logits(model, prompt_ids, completion_ids, prompt_mask):
