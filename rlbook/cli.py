@@ -4,6 +4,9 @@
     rlbook run                        # execute every chapter (small size), summary table at the end
     rlbook run 03                     # one chapter (or several: rlbook run 02 03)
     rlbook run --size full --out runs/full
+    rlbook book [--serve]             # build the book site (Jupyter Book) from the stored outputs
+    rlbook explore [clip|advantage|kl|gae|trust-region]   # the explorers as live apps (Voila)
+    rlbook assignments release|grade  # the course assignments (nbgrader)
 
 Executed notebooks are written to the output folder (default ``runs/<size>``); the sources in
 ``notebooks/`` are never overwritten. The exit status is 1 if any chapter failed, and the failing
@@ -172,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--size", choices=SIZES, help="small (default; 2 CPU cores) or full; or set $RLBOOK_SIZE")
     run.add_argument("--out", help="output folder for executed notebooks (default: runs/<size>)")
     run.set_defaults(fn=_cmd_run)
+    # the site, the live explorers and the course assignments: each module adds its own subcommand
+    from rlbook import assignments, explore, site
+
+    for module in (site, explore, assignments):
+        module.add_subparser(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -1,0 +1,9 @@
+"""``rlbook assignments`` (work in progress)."""
+
+from __future__ import annotations
+
+
+def add_subparser(sub) -> None:
+    """Add the ``assignments`` subcommand to the ``rlbook`` parser's subparsers ``sub``."""
+    p = sub.add_parser("assignments", help="(not yet built)")
+    p.set_defaults(fn=lambda args: print("not yet built") or 2)
