@@ -40,7 +40,8 @@ class Chapter:
 
 def find_notebooks_dir(start: Path | None = None) -> Path:
     """The ``notebooks/`` folder: under ``start`` (default: the working directory) or its parents,
-    else beside the installed package (an editable install from a clone).
+    else beside the installed package (an editable install from a clone), else the copy of the
+    chapters that the wheel carries (``rlbook/_bundled/notebooks``, see setup.py).
 
     Raises:
         FileNotFoundError: no folder with chapter notebooks was found.
@@ -48,10 +49,12 @@ def find_notebooks_dir(start: Path | None = None) -> Path:
     here = (start or Path.cwd()).resolve()
     candidates = [p / "notebooks" for p in (here, *here.parents)]
     candidates.append(Path(__file__).resolve().parents[1] / "notebooks")
+    candidates.append(Path(__file__).resolve().parent / "_bundled" / "notebooks")
     for c in candidates:
         if c.is_dir() and any(c.glob("[0-9][0-9]_*.ipynb")):
             return c
-    raise FileNotFoundError("no notebooks/ folder with chapters (NN_name.ipynb) found; run from the repository root")
+    raise FileNotFoundError("no notebooks/ folder with chapters (NN_name.ipynb) found: run from a clone of the "
+                            "repository, or install rlbook from its wheel, which carries the chapters")
 
 
 def _title(path: Path) -> str:
@@ -93,15 +96,23 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(chapter.path, as_version=4)
+    # chapters from a wheel live inside site-packages: run them in the output folder, and keep their
+    # checkpoints in ./runs (unless $RLBOOK_RUNS_DIR says otherwise), never inside the installed package
+    bundled = Path(__file__).resolve().parent in chapter.path.resolve().parents
+    workdir = Path(out_dir) if bundled else chapter.path.parent
+    workdir.mkdir(parents=True, exist_ok=True)
     # The kernel's own log (e.g. its "running over TCP without encryption" notice) would interleave
     # with the progress bar; errors still arrive through the notebook's outputs.
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                            resources={"metadata": {"path": str(chapter.path.parent)}})
+                            resources={"metadata": {"path": str(workdir)}})
     start = time.perf_counter()
     status, error = "ok", ""
     previous = os.environ.get("RLBOOK_SIZE")
+    previous_runs = os.environ.get("RLBOOK_RUNS_DIR")
     os.environ["RLBOOK_SIZE"] = size  # the kernel inherits it when it starts
+    if bundled and previous_runs is None:
+        os.environ["RLBOOK_RUNS_DIR"] = str(Path.cwd().resolve() / "runs")
     try:
         client.execute()
     except CellExecutionError as err:
@@ -113,6 +124,8 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
             os.environ.pop("RLBOOK_SIZE", None)
         else:
             os.environ["RLBOOK_SIZE"] = previous
+        if previous_runs is None:
+            os.environ.pop("RLBOOK_RUNS_DIR", None)
     seconds = time.perf_counter() - start
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / chapter.path.name)
