@@ -129,3 +129,25 @@ def test_cli_book_prints_the_path(tmp_path, capsys):
     assert cli.main(["book", "--out", str(tmp_path / "b")]) == 0
     assert capsys.readouterr().out.strip().endswith(str(tmp_path / "b" / "html"))
     assert cli.main(["book", "--serve", "--no-build", "--out", str(tmp_path / "none")]) == 2
+
+
+def test_serve_answers_on_localhost(tmp_path):
+    """`rlbook book --serve` serves the built folder on 127.0.0.1 (a thread here; Ctrl-C stops it)."""
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "index.html").write_text("<html><body>rlbook</body></html>")
+    threading.Thread(target=site.serve, args=(tmp_path, port), daemon=True).start()
+    for _ in range(100):  # the server starts within a moment
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=5) as resp:
+        assert b"rlbook" in resp.read()
