@@ -1,5 +1,5 @@
 """The book site without a browser: staging (solutions folded, citations linked), the table of
-contents, the glossary's code names, and a strict build (tests/browser/test_site.py checks the pages)."""
+contents, the glossary's code names, and a strict build (tests/browser/test_site_pages.py checks the pages)."""
 
 import inspect
 import re

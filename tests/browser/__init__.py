@@ -1,0 +1,1 @@
+"""Browser tests: headless system Chromium driven by Playwright, every non-local request blocked."""
