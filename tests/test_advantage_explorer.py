@@ -64,13 +64,25 @@ def test_widget_builds():
     import matplotlib.pyplot as plt
 
     w = ae.advantage_explorer()
-    group = w.children[0].children[0]
-    group.value = 3  # triggers a redraw without error
-    rows = w.children[1].children
+    w.controls["group_size"].value = 3  # triggers a redraw without error
+    rows = w.children[1:9]
     assert [r.layout.display for r in rows[:4]] == [None, None, None, "none"]  # only G reward rows shown
-    w.children[0].children[1].value = "maxrl"
-    assert w.children[0].children[1].value == "maxrl"
+    before = w.readout.value
+    w.controls["estimator"].value = "maxrl"
+    assert w.readout.value != before and w.error.value == ""
+    w.controls["group_size"].value = 1  # a group of one: explained, not a traceback
+    assert "⚠ G = 1" in w.error.value
+    w.controls["estimator"].value = "rloo"  # leave-one-out cannot take G = 1: the library's message
+    assert "⚠" in w.error.value and "group_size" in w.error.value
     plt.close("all")
+
+
+def test_readout_numbers():
+    readout, warnings = ae.advantage_readout([1, 0], [1, 2], "grpo_no_std", "token_mean")
+    # Â = ±0.5; token_mean weights 1/3 per token: push +0.1667 and -0.1667 (see the doctest above)
+    assert "+0.500  -0.500" in readout and "+0.1667  -0.1667" in readout and warnings == []
+    assert "total push on the group's tokens: -0.1667" in readout  # one positive token, two negative
+    assert ae.advantage_readout([1, 1], [1, 2])[1][0].startswith("all rewards are equal")
 
 
 def test_errors():

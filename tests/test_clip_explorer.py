@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rlbook.widgets.clip_explorer import clip_explorer, clip_objective_curves, plot_clip_objective
+from rlbook.widgets.clip_explorer import clip_explorer, clip_objective_curves, clip_readout, plot_clip_objective
 
 
 @pytest.mark.parametrize("advantage", [1.5, -0.7])
@@ -71,5 +71,24 @@ def test_plot_and_widget_construct():
     plt.close("all")
     pytest.importorskip("ipywidgets")
     box = clip_explorer()
-    assert len(box.children) == 4
+    assert set(box.controls) == {"clip_eps_low", "clip_eps_high", "advantage", "ratios", "kind"}
+    assert "band [1−ε_low, 1+ε_high] = [0.80, 1.20]" in box.readout.value and box.error.value == ""
+    box.controls["clip_eps_high"].value = 0.5  # a move changes the numbers
+    assert "[0.80, 1.50]" in box.readout.value
+    box.controls["clip_eps_low"].value = 0.0  # the nonsense value: drawn, and explained
+    assert box.error.value.count("⚠") == 1 and "ε_low = 0" in box.error.value
+    box.controls["ratios"].value = (1.0, 1.0)  # an empty range: a message, the last figure stays
+    assert "⚠" in box.error.value and "empty" in box.error.value and "[1.00, 1.50]" in box.readout.value
     plt.close("all")
+
+
+def test_clip_readout_numbers():
+    readout, warnings = clip_readout(1.0, 0.2, 0.2, 0.0, 2.0, "ppo")
+    # PPO with Â > 0: the gradient is zero only above 1 + ε_high = 1.2: the grid's 160 points
+    # 1.205, ..., 2.0 out of 401 (39.9%)
+    assert f"zero gradient on {100 * 160 / 401:.1f}% of ρ" in readout, readout
+    assert "at ρ = 0.5: +0.500" in readout and "at ρ = 1.5: +0.000" in readout  # ρÂ inside, 0 clipped
+    assert warnings == []
+    readout, _ = clip_readout(-1.0, 0.2, 0.2, 0.0, 2.0, "cispo")
+    assert "at ρ = 1.5: -1.200" in readout  # CISPO keeps the clipped weight 1.2·Â
+    assert len(clip_readout(0.0, 0.0, 0.0, 0.0, 2.0)[1]) == 3

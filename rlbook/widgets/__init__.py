@@ -1,0 +1,37 @@
+"""The book's interactive explorers (ipywidgets), each a pure, tested drawing function plus wiring.
+
+``EXPLORERS`` names them ("module:function"); :func:`build_explorer` builds one by name. The chapters
+display them beside a static figure; ``rlbook explore NAME`` serves them as live apps (Voilà).
+
+* ``clip``: PPO's clipped objective and CISPO's clipped weight against the ratio (chapters 5, 7);
+* ``advantage``: one group's advantages and the per-token push under each aggregation (chapter 9);
+* ``kl``: the k1, k2, k3 estimators of a KL, their bias and spread as two distributions part (chapter 5);
+* ``gae``: bias² and variance of GAE-λ against exact advantages on chapter 4's MDP;
+* ``trust-region``: a two-parameter policy's KL ellipse, the vanilla and natural steps, the line search (chapter 6).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["EXPLORERS", "build_explorer"]
+
+EXPLORERS = {
+    "clip": "rlbook.widgets.clip_explorer:clip_explorer",
+    "advantage": "rlbook.widgets.advantage_explorer:advantage_explorer",
+    "kl": "rlbook.widgets.kl_explorer:kl_explorer",
+    "gae": "rlbook.widgets.gae_explorer:gae_explorer",
+    "trust-region": "rlbook.widgets.trust_region_explorer:trust_region_explorer",
+}
+
+
+def build_explorer(name: str):
+    """Build explorer ``name`` (a key of ``EXPLORERS``) and return its ``ipywidgets.VBox``.
+
+    Raises:
+        ValueError: unknown ``name`` (the valid names are listed).
+    """
+    if name not in EXPLORERS:
+        raise ValueError(f"unknown explorer {name!r}; choose from: {', '.join(EXPLORERS)}")
+    module, function = EXPLORERS[name].split(":")
+    return getattr(importlib.import_module(module), function)()

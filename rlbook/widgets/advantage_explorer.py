@@ -20,7 +20,7 @@ import torch
 from rlbook.advantages import group_relative_advantages, leave_one_out_advantages, maxrl_advantages
 from rlbook.aggregation import AGGREGATIONS, per_token_weights
 
-__all__ = ["ESTIMATORS", "ESTIMATOR_LABELS", "AGGREGATION_LABELS", "advantage_table", "per_token_weights_for_group", "plot_advantages", "advantage_explorer"]
+__all__ = ["ESTIMATORS", "ESTIMATOR_LABELS", "AGGREGATION_LABELS", "advantage_table", "per_token_weights_for_group", "plot_advantages", "advantage_readout", "advantage_explorer"]
 
 ESTIMATORS = {
     "grpo": functools.partial(group_relative_advantages, scale="std"),
@@ -147,44 +147,68 @@ def plot_advantages(rewards, lengths, estimator: str = "grpo", aggregation: str 
     return ax
 
 
-def advantage_explorer(max_group_size: int = 8):
-    """Interactive explorer: sliders for G, each completion's reward and length, the estimator and
-    the aggregation; redraws :func:`plot_advantages`. Needs ipywidgets (imported here).
+def advantage_readout(rewards, lengths, estimator: str = "grpo", aggregation: str = "seq_mean_token_mean",
+                      max_length=None) -> tuple[str, list[str]]:
+    """The explorer's numbers and warnings for one group (text; pure, tested).
 
     Returns:
-        an ``ipywidgets.VBox`` (display it in a notebook).
+        (readout, warnings): the advantages Â_i, the push per token Â_i·w_i, the total push on the
+        group's tokens; a warning when the group carries no signal (G = 1, or all rewards equal).
+    Raises:
+        ValueError: as :func:`per_token_weights_for_group` (e.g. G = 1 with "rloo").
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    push = per_token_weights_for_group(rewards, lengths, estimator, aggregation, max_length)
+    advantages = advantage_table(rewards, estimator)
+    lines = ["Â      = " + "  ".join(f"{a:+.3f}" for a in advantages),
+             "push/tok = " + "  ".join(f"{p:+.4f}" for p in push[:, 0]),
+             f"total push on the group's tokens: {push.sum():+.4f}"]
+    warnings = []
+    if len(rewards) == 1:
+        warnings.append("G = 1: a group of one has no other completion to compare with, so its advantage is 0 "
+                        "and the prompt teaches nothing; use G ≥ 2")
+    elif np.all(rewards == rewards[0]):
+        warnings.append("all rewards are equal: every advantage is 0, the group adds nothing to the gradient")
+    return "\n".join(lines), warnings
+
+
+def advantage_explorer(max_group_size: int = 8):
+    """Interactive explorer: sliders for G, each completion's reward and length, the estimator and
+    the aggregation; redraws :func:`plot_advantages` and prints :func:`advantage_readout`.
+    Needs ipywidgets (imported here). G = 1 (a group of one) is allowed and explained with a "⚠" line.
+
+    Returns:
+        an ``ipywidgets.VBox`` (display it in a notebook); see :func:`rlbook.widgets._live.live_explorer`.
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    group = widgets.IntSlider(value=5, min=2, max=max_group_size, description="G")
-    rewards = [widgets.Dropdown(options=[0.0, 0.5, 1.0], value=float(i % 2 == 0), description=f"r{i}",
-                                layout=widgets.Layout(width="130px")) for i in range(max_group_size)]
-    lengths = [widgets.IntSlider(value=4 + 3 * i, min=1, max=32, description=f"L{i}",
-                                 layout=widgets.Layout(width="230px")) for i in range(max_group_size)]
-    estimator = widgets.Dropdown(options=[(ESTIMATOR_LABELS[k], k) for k in ESTIMATORS], value="grpo",
-                                 description="advantage")
-    aggregation = widgets.Dropdown(options=[(AGGREGATION_LABELS.get(k, k), k) for k in AGGREGATIONS],
-                                   value="seq_mean_token_mean", description="aggregation")
-    out = widgets.Output()
+    from rlbook.widgets._live import Frame, live_explorer
 
-    rows = [widgets.HBox([r, n]) for r, n in zip(rewards, lengths)]
+    controls = {"group_size": widgets.IntSlider(value=5, min=1, max=max_group_size, description="G"),
+                "estimator": widgets.Dropdown(options=[(ESTIMATOR_LABELS[k], k) for k in ESTIMATORS], value="grpo",
+                                              description="advantage"),
+                "aggregation": widgets.Dropdown(options=[(AGGREGATION_LABELS.get(k, k), k) for k in AGGREGATIONS],
+                                                value="seq_mean_token_mean", description="aggregation")}
+    for i in range(max_group_size):
+        controls[f"r{i}"] = widgets.Dropdown(options=[0.0, 0.5, 1.0], value=float(i % 2 == 0), description=f"r{i}",
+                                             layout=widgets.Layout(width="130px"))
+        controls[f"L{i}"] = widgets.IntSlider(value=4 + 3 * i, min=1, max=32, description=f"L{i}",
+                                              layout=widgets.Layout(width="230px"))
+    box = None
 
-    def redraw(*_):
-        g = group.value
-        for i, row in enumerate(rows):
-            row.layout.display = None if i < g else "none"
-        out.clear_output(wait=True)
-        with out:
-            fig, ax = plt.subplots(figsize=(5.5, 3.2), dpi=80)
-            try:
-                plot_advantages([w.value for w in rewards[:g]], [w.value for w in lengths[:g]],
-                                estimator.value, aggregation.value, ax=ax, max_length=32)
-            except ValueError as err:  # e.g. negative rewards for maxrl: say so instead of failing
-                ax.text(0.5, 0.5, str(err), ha="center", va="center", wrap=True, transform=ax.transAxes)
-            plt.show()
+    def render(group_size, estimator, aggregation, **per_completion):
+        if box is not None:  # show the first G completions' controls only
+            for i, row in enumerate(box.children[1:1 + max_group_size]):
+                row.layout.display = None if i < group_size else "none"
+        rewards = [per_completion[f"r{i}"] for i in range(group_size)]
+        lengths = [per_completion[f"L{i}"] for i in range(group_size)]
+        readout, warnings = advantage_readout(rewards, lengths, estimator, aggregation, max_length=32)
+        fig, ax = plt.subplots(figsize=(5.5, 3.2))
+        plot_advantages(rewards, lengths, estimator, aggregation, ax=ax, max_length=32)
+        return Frame(fig, readout, warnings)
 
-    for w in [group, estimator, aggregation, *rewards, *lengths]:
-        w.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([group, estimator, aggregation]), widgets.VBox(rows), out])
+    layout = [["group_size", "estimator", "aggregation"]] + [[f"r{i}", f"L{i}"] for i in range(max_group_size)]
+    box = live_explorer(controls, layout, render)
+    box.redraw()
+    return box

@@ -23,7 +23,7 @@ import torch
 from rlbook import _checks
 from rlbook.losses import cispo_loss, clip_region, clipped_surrogate_loss
 
-__all__ = ["clip_objective_curves", "plot_clip_objective", "clip_explorer"]
+__all__ = ["clip_objective_curves", "plot_clip_objective", "clip_readout", "clip_explorer"]
 
 KINDS = ("ppo", "cispo")
 _RATIO_FLOOR = 1e-8  # ρ = 0 means log π = −∞; evaluate at this tiny ratio instead
@@ -160,35 +160,69 @@ def plot_clip_objective(
     return ax
 
 
-def clip_explorer():
-    """Interactive explorer: sliders for ε_low, ε_high, Â and the ratio range, and the kind
-    (PPO or CISPO); redraws :func:`plot_clip_objective`. Needs ipywidgets (imported here).
+def clip_readout(advantage: float, clip_eps_low: float, clip_eps_high: float | None, ratio_min: float,
+                 ratio_max: float, kind: str = "ppo") -> tuple[str, list[str]]:
+    """The explorer's numbers and warnings for these settings (text lines; pure, tested).
 
     Returns:
-        an ``ipywidgets.VBox`` (display it in a notebook).
+        (readout, warnings): the band, the share of the ρ range whose gradient is zero (PPO) or
+        whose weight is clipped (CISPO), and ∂objective/∂log π at ρ = 1 ± 0.5 (inside the range);
+        warnings for a band with no room on one side (ε = 0) or an advantage of 0.
+    Raises:
+        ValueError: as :func:`clip_objective_curves`.
+    """
+    c = clip_objective_curves(advantage, clip_eps_low, clip_eps_high, ratio_min, ratio_max, 401, kind)
+    share = float(np.mean(c["clipped"]))
+    what = "zero gradient" if kind == "ppo" else "clipped weight"
+    lines = [f"band [1−ε_low, 1+ε_high] = [{c['low']:.2f}, {c['high']:.2f}]",
+             f"{what} on {100 * share:.1f}% of ρ ∈ [{ratio_min:.2f}, {ratio_max:.2f}]"]
+    for rho in (0.5, 1.5):
+        i = int(np.argmin(np.abs(c["ratio"] - rho)))
+        if abs(c["ratio"][i] - rho) < 0.01:
+            lines.append(f"∂objective/∂log π at ρ = {rho:g}: {c['grad_log_prob'][i] + 0.0:+.3f}")
+    eps_high = clip_eps_low if clip_eps_high is None else clip_eps_high
+    warnings = []
+    if clip_eps_low == 0:
+        warnings.append("ε_low = 0 leaves no room below ρ = 1: once a token's probability has dropped, "
+                        "a negative advantage cannot lower it further (PPO's gradient is 0 there)")
+    if eps_high == 0:
+        warnings.append("ε_high = 0 leaves no room above ρ = 1: a positive advantage cannot raise "
+                        "a token's probability past where it was sampled")
+    if advantage == 0:
+        warnings.append("Â = 0: the token carries no learning signal whatever the ratio")
+    return "\n".join(lines), warnings
+
+
+def clip_explorer():
+    """Interactive explorer: sliders for ε_low, ε_high, Â and the ratio range, and the kind
+    (PPO or CISPO); redraws :func:`plot_clip_objective` and prints :func:`clip_readout`.
+    Needs ipywidgets (imported here). A degenerate setting (ε = 0, an empty range) shows a "⚠" line.
+
+    Returns:
+        an ``ipywidgets.VBox`` (display it in a notebook); see :func:`rlbook.widgets._live.live_explorer`.
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
+    from rlbook.widgets._live import Frame, live_explorer
+
     style = {"description_width": "70px"}
-    eps_low = widgets.FloatSlider(value=0.2, min=0.0, max=0.9, step=0.01, description="ε_low", style=style)
-    eps_high = widgets.FloatSlider(value=0.2, min=0.0, max=2.0, step=0.01, description="ε_high", style=style)
-    advantage = widgets.FloatSlider(value=1.0, min=-2.0, max=2.0, step=0.1, description="Â", style=style)
-    ratios = widgets.FloatRangeSlider(value=(0.0, 2.0), min=0.0, max=4.0, step=0.05, description="ρ range", style=style)
-    kind = widgets.ToggleButtons(options=list(KINDS), value="ppo", description="kind", style=style)
-    out = widgets.Output()
+    controls = {
+        "clip_eps_low": widgets.FloatSlider(value=0.2, min=0.0, max=0.9, step=0.01, description="ε_low", style=style),
+        "clip_eps_high": widgets.FloatSlider(value=0.2, min=0.0, max=2.0, step=0.01, description="ε_high", style=style),
+        "advantage": widgets.FloatSlider(value=1.0, min=-2.0, max=2.0, step=0.1, description="Â", style=style),
+        "ratios": widgets.FloatRangeSlider(value=(0.0, 2.0), min=0.0, max=4.0, step=0.05, description="ρ range",
+                                           style=style),
+        "kind": widgets.ToggleButtons(options=list(KINDS), value="ppo", description="kind", style=style),
+    }
 
-    def redraw(*_):
-        out.clear_output(wait=True)
-        with out:
-            fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=80)
-            lo, hi = ratios.value
-            if hi <= lo:
-                hi = lo + 0.05
-            plot_clip_objective(advantage.value, eps_low.value, eps_high.value, lo, hi, kind.value, ax=ax)
-            plt.show()
+    def render(clip_eps_low, clip_eps_high, advantage, ratios, kind):
+        lo, hi = ratios
+        if hi <= lo:
+            raise ValueError(f"the ρ range is empty ({lo:g} to {hi:g}): widen it")
+        readout, warnings = clip_readout(advantage, clip_eps_low, clip_eps_high, lo, hi, kind)
+        fig, ax = plt.subplots(figsize=(5.5, 3.4))
+        plot_clip_objective(advantage, clip_eps_low, clip_eps_high, lo, hi, kind, ax=ax)
+        return Frame(fig, readout, warnings)
 
-    for w in (eps_low, eps_high, advantage, ratios, kind):
-        w.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([eps_low, eps_high]), widgets.HBox([advantage, ratios]), kind, out])
+    return live_explorer(controls, [["clip_eps_low", "clip_eps_high"], ["advantage", "ratios"], ["kind"]], render)
