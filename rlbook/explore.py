@@ -1,9 +1,237 @@
-"""``rlbook explore`` (work in progress)."""
+"""``rlbook explore``: the book's explorers as live apps in the browser (Voilà), no code visible.
+
+    rlbook explore                 # all five explorers on one page, one after another
+    rlbook explore clip            # one: clip | advantage | kl | gae | trust-region
+    rlbook explore gae --port 8870 --no-browser
+
+How it works. Nothing outside the installed ``rlbook`` package is needed, so the command works from
+any folder after ``pip install 'rlbook[explore]'``. At start it writes, into a fresh temporary folder:
+
+* a small notebook (:func:`explorer_notebook`): a title, then for each explorer a heading and one
+  code cell, ``build_explorer("<name>")`` from :mod:`rlbook.widgets` (the registry
+  ``rlbook.widgets.EXPLORERS`` names them), its box tagged with the CSS classes ``rlbook-explorer``
+  and ``rlbook-explorer-<name>``. The code cells are marked hidden too, so the notebook also reads
+  well if opened in JupyterLab;
+* a kernelspec ``rlbook-explore`` that runs *this* Python interpreter (``sys.executable``) with the
+  inline Matplotlib backend, so the figures render even when ``MPLBACKEND=Agg`` is set;
+* a Voilà template ``rlbook``: Voilà's own ``lab`` template with its links to a font CDN removed,
+  so the page makes no request outside localhost.
+
+Why Voilà rather than JupyterLab opening the notebook: Voilà shows only the outputs (no code, no
+editor), gives each visitor a fresh kernel, and is a single dependency (``rlbook[explore]``).
+
+It then runs ``python -m voila`` on the notebook with that folder first on ``JUPYTER_PATH``,
+bound to 127.0.0.1, sources stripped, tracebacks hidden, and of the JupyterLab extensions only the
+widget managers loaded (others installed beside it fail in Voilà's page) (an explorer reports a bad input itself,
+as a "⚠ ..." message). Voilà starts a kernel per page load and executes the cells; every slider
+move then runs in that live kernel. Ctrl-C (or SIGTERM) stops Voilà, which shuts its kernels down;
+the temporary folder is removed.
+
+The browser tests in ``tests/browser/test_explorers.py`` start this command and drive the page.
+"""
 
 from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["explorer_names", "explorer_title", "explorer_notebook", "write_app", "voila_command"]
+
+KERNEL_NAME = "rlbook-explore"
+TEMPLATE_NAME = "rlbook"
+_INLINE = "module://matplotlib_inline.backend_inline"
+# the widget managers only (Voilà swaps in its own for JupyterLab's); other JupyterLab extensions
+# installed beside Voilà (nbgrader's, jupytext's, ...) fail to load in its page
+WIDGET_EXTENSIONS = ("@jupyter-widgets/jupyterlab-manager", "@voila-dashboards/widgets-manager8",
+                     "@voila-dashboards/widgets-manager7")
+_CDN = "://cdn."  # Voilà's lab/base templates link Font Awesome from cdn.jsdelivr.net
+
+
+def explorer_names() -> list[str]:
+    """The explorers' names, in the registry's order (``rlbook.widgets.EXPLORERS``)."""
+    from rlbook.widgets import EXPLORERS
+
+    return list(EXPLORERS)
+
+
+def explorer_title(name: str) -> str:
+    """A heading for explorer ``name``: the first line of its module's docstring, else the name."""
+    from rlbook.widgets import EXPLORERS
+
+    module_name = EXPLORERS[name].split(":")[0]
+    try:
+        doc = importlib.import_module(module_name).__doc__ or ""
+    except ImportError:
+        doc = ""
+    first = doc.strip().splitlines()[0].strip() if doc.strip() else ""
+    return first.rstrip(".") or f"{name} explorer"
+
+
+def _code(name: str) -> str:
+    # the CSS classes let a page (and the browser tests) find each explorer's box
+    return ("%matplotlib inline\nfrom rlbook.widgets import build_explorer\n"
+            f"build_explorer({name!r}).add_class('rlbook-explorer').add_class({'rlbook-explorer-' + name!r})")
+
+
+def explorer_notebook(names: list[str]) -> nbformat.NotebookNode:
+    """The app notebook: a title, then per explorer a heading and one hidden code cell.
+
+    Args:
+        names: explorer names from :func:`explorer_names` (at least one).
+    Returns:
+        an nbformat v4 notebook whose kernelspec is ``rlbook-explore`` (see :func:`write_app`).
+    Raises:
+        ValueError: ``names`` is empty or holds an unknown name (the valid names are listed).
+    """
+    valid = explorer_names()
+    unknown = [n for n in names if n not in valid]
+    if not names or unknown:
+        raise ValueError(f"unknown explorer {unknown[0]!r}; choose from: {', '.join(valid)}" if unknown
+                         else f"`names` is empty; choose from: {', '.join(valid)}")
+    v4 = nbformat.v4
+    hidden = {"jupyter": {"source_hidden": True}, "tags": ["remove-input"]}
+    if len(names) == 1:
+        cells = [v4.new_markdown_cell(f"# {explorer_title(names[0])}\n\nMove a control: the figure and the numbers "
+                                      "are recomputed by the `rlbook` library in a live Python kernel.")]
+    else:
+        cells = [v4.new_markdown_cell("# rlbook explorers\n\nEach explorer below runs in a live Python kernel: "
+                                      "move a control and the `rlbook` library recomputes the figure and the numbers.")]
+    for name in names:
+        if len(names) > 1:
+            cells.append(v4.new_markdown_cell(f"## {explorer_title(name)}\n\n`rlbook explore {name}` opens it alone."))
+        cells.append(v4.new_code_cell(_code(name), metadata=dict(hidden)))
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python (rlbook explore)", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+def _voila_template_dir(name: str) -> Path:
+    """The installed Voilà template folder ``name`` (``lab`` or ``base``)."""
+    from voila.paths import collect_template_paths
+
+    for p in collect_template_paths(["voila"], name):
+        if Path(p, "page.html").is_file() and Path(p).name == name:
+            return Path(p)
+    raise FileNotFoundError(f"Voilà's {name!r} template was not found; reinstall voila")
+
+
+def _strip_cdn(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if _CDN not in line)
+
+
+def _write_template(share: Path) -> None:
+    """Voilà's ``lab`` template without its CDN links, as template ``rlbook`` under ``share``."""
+    lab, base = _voila_template_dir("lab"), _voila_template_dir("base")
+    out = share / "voila" / "templates" / TEMPLATE_NAME
+    out.mkdir(parents=True)
+    (out / "conf.json").write_text(json.dumps({"base_template": "lab"}))
+    (out / "index.html.j2").write_text(_strip_cdn((lab / "index.html.j2").read_text()))
+    # error and 404 pages: lab/page.html extends base/page.html, which links the CDN too
+    (out / "base_page.html").write_text(_strip_cdn((base / "page.html").read_text()))
+    page = (lab / "page.html").read_text().replace("voila/templates/base/page.html",
+                                                   f"voila/templates/{TEMPLATE_NAME}/base_page.html")
+    (out / "page.html").write_text(_strip_cdn(page))
+
+
+def _write_kernelspec(share: Path) -> None:
+    """A kernelspec that runs this interpreter with the inline Matplotlib backend."""
+    d = share / "kernels" / KERNEL_NAME
+    d.mkdir(parents=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python (rlbook explore)", "language": "python",
+            "env": {"MPLBACKEND": _INLINE}}
+    (d / "kernel.json").write_text(json.dumps(spec, indent=1))
+
+
+def write_app(folder: Path, names: list[str]) -> Path:
+    """Write the app notebook, its kernelspec and its Voilà template into ``folder``.
+
+    Returns:
+        the notebook's path; ``folder / "share"`` must go first on ``JUPYTER_PATH``.
+    """
+    folder = Path(folder)
+    share = folder / "share"
+    _write_kernelspec(share)
+    _write_template(share)
+    stem = "rlbook-explorers" if len(names) > 1 else f"rlbook-{names[0]}"
+    path = folder / f"{stem}.ipynb"
+    nbformat.write(explorer_notebook(names), path)
+    return path
+
+
+def voila_command(notebook: Path, port: int | None, open_browser: bool) -> list[str]:
+    """The ``python -m voila`` command line serving ``notebook`` on 127.0.0.1."""
+    cmd = [sys.executable, "-m", "voila", str(notebook), f"--template={TEMPLATE_NAME}", "--theme=light",
+           "--strip_sources=True", "--show_tracebacks=False", "--Voila.ip=127.0.0.1", "--Voila.token="]
+    cmd += [f"--VoilaConfiguration.extension_allowlist={x}" for x in WIDGET_EXTENSIONS]
+    if port is not None:
+        cmd += [f"--port={port}", "--Voila.port_retries=0"]
+    if not open_browser:
+        cmd.append("--no-browser")
+    return cmd
+
+
+def _run(args) -> int:
+    try:
+        valid = explorer_names()
+    except ImportError as e:
+        print(f"rlbook explore: the explorers could not be imported: {e}", file=sys.stderr)
+        return 1
+    names = [args.name] if args.name else valid
+    if args.name and args.name not in valid:
+        print(f"rlbook explore: unknown explorer {args.name!r}; choose from: {', '.join(valid)}", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("voila") is None:
+        print("rlbook explore needs Voilà: pip install 'rlbook[explore]'", file=sys.stderr)
+        return 1
+    tmp = Path(tempfile.mkdtemp(prefix="rlbook-explore-"))
+    proc = None
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        notebook = write_app(tmp, names)
+        env = dict(os.environ)
+        env["JUPYTER_PATH"] = os.pathsep.join([str(tmp / "share"), *filter(None, [env.get("JUPYTER_PATH")])])
+        print(f"rlbook explore: starting Voilà for {', '.join(names)} (Ctrl-C stops it)", flush=True)
+        proc = subprocess.Popen(voila_command(notebook, args.port, not args.no_browser), env=env, cwd=tmp)
+        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+        return proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached Voilà too: let it shut its kernels down
+        try:
+            proc.wait(15)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt, AttributeError):
+            pass
+        return 0
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def add_subparser(sub) -> None:
     """Add the ``explore`` subcommand to the ``rlbook`` parser's subparsers ``sub``."""
-    p = sub.add_parser("explore", help="(not yet built)")
-    p.set_defaults(fn=lambda args: print("not yet built") or 2)
+    try:
+        names = ", ".join(explorer_names())
+    except (ImportError, AttributeError):  # the registry is missing: say so when the command runs
+        names = "see rlbook.widgets.EXPLORERS"
+    p = sub.add_parser("explore", help="the explorers as live apps in the browser (Voilà)",
+                       description="Open the explorers as live apps (Voilà, a live Python kernel, no code shown).")
+    p.add_argument("name", nargs="?", metavar="NAME", help=f"one explorer ({names}); default: all on one page")
+    p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: 8866, or the next free one)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser; print the address")
+    p.set_defaults(fn=_run)

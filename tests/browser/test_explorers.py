@@ -1,0 +1,202 @@
+"""The live explorers in a real browser: ``rlbook explore`` (Voilà) driven by headless Chromium.
+
+One ``rlbook explore --no-browser`` server (all five explorers on one page) per module, started from
+an empty folder; one page load, offline (every request off localhost is aborted and counted). For
+each explorer: it renders, the page made no external request and logged no error, a slider moved by
+the keyboard changes the figure's PNG bytes and the printed numbers, and a nonsense value shows a
+"⚠ ..." message in ``.rlbook-error``, never a traceback. Screenshots go to ``artifact_dir``.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ._util import free_port, open_offline_page, wait_for_http
+
+NAMES = ["clip", "advantage", "kl", "gae", "trust-region"]
+# the control to move (its ``description``; None: the explorer's first slider) and the nonsense
+# value to type into which control; the explorers' own contract (rlbook/widgets)
+MOVE = {"clip": "Â", "advantage": None, "kl": None, "gae": None, "trust-region": None}
+NONSENSE = {"clip": ("ε_low", "0"), "advantage": ("G", "1"), "kl": None, "gae": None, "trust-region": None}
+START_TIMEOUT = 90  # s: Voilà's start, then a kernel that imports torch and builds five explorers
+CHANGE_TIMEOUT = 30  # s: one redraw in the live kernel
+
+
+class _Server:
+    def __init__(self, proc, url, log_path):
+        self.proc, self.url, self.log_path = proc, url, log_path
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+
+@pytest.fixture(scope="module")
+def explore_server(chromium_path, tmp_path_factory):
+    """``rlbook explore --port P --no-browser`` run from an empty folder; killed at teardown."""
+    if importlib.util.find_spec("voila") is None:
+        pytest.skip("Voilà is not installed: pip install -e '.[explore]'")
+    if os.name != "posix":
+        pytest.skip("the explorer server fixture uses POSIX process groups")
+    cwd = tmp_path_factory.mktemp("explore")
+    log_path = cwd / "voila.log"
+    port = free_port()
+    env = dict(os.environ, MPLBACKEND="Agg")  # the app must still draw inline figures
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rlbook.cli", "explore", "--port", str(port), "--no-browser"],
+                                cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = _Server(proc, f"http://127.0.0.1:{port}/", log_path)
+    try:
+        wait_for_http(server.url + "voila/static/voila.js", START_TIMEOUT, proc=proc)
+        yield server
+    except (TimeoutError, RuntimeError) as e:
+        pytest.fail(f"rlbook explore did not start: {e}\n{server.log()}")
+    finally:
+        _stop(proc)
+
+
+def _stop(proc) -> None:
+    """SIGTERM the whole process group (rlbook, Voilà, kernels); SIGKILL what is left after 20 s."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def app(browser, explore_server, artifact_dir):
+    """The all-explorers page, loaded once, offline; a full-page screenshot once it has rendered."""
+    context, op = open_offline_page(browser)
+    try:
+        op.page.goto(explore_server.url, wait_until="commit", timeout=START_TIMEOUT * 1000)
+        # Voilà shows the cells when it has executed them all
+        op.page.wait_for_selector("#rendered_cells", state="visible", timeout=START_TIMEOUT * 1000)
+        op.page.wait_for_selector(".rlbook-explorer .rlbook-figure img", timeout=START_TIMEOUT * 1000)
+        op.page.wait_for_timeout(500)
+        op.page.screenshot(path=str(artifact_dir / "explorers_all.png"), full_page=True)
+    except Exception as e:
+        context.close()
+        pytest.fail(f"the explorers page did not render: {e}\n--- rlbook explore's log ---\n{explore_server.log()}")
+    op.server = explore_server
+    yield op
+    context.close()
+
+
+def _control(scope, label: str | None):
+    """The ipywidgets control whose description is ``label`` (None: the first slider)."""
+    if label is None:
+        return scope.locator(".widget-slider").first
+    return scope.locator(".widget-inline-hbox").filter(
+        has=scope.page.locator("label.widget-label").get_by_text(label, exact=True)).first
+
+
+def _png(scope) -> bytes:
+    src = scope.locator(".rlbook-figure img").first.get_attribute("src") or ""
+    assert src.startswith("data:image/png;base64,"), f"the figure is not an inline PNG: {src[:60]!r}"
+    return base64.b64decode(src.split(",", 1)[1])
+
+
+def _readout(scope) -> str:
+    return scope.locator(".rlbook-readout").first.inner_text()
+
+
+def _wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:  # the element is being replaced while the figure redraws
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _move(control) -> None:
+    """Press ArrowRight on the slider's handle three times (ArrowLeft if it sits at its maximum)."""
+    handle = control.locator(".noUi-handle").first
+    handle.focus()
+    key = "ArrowLeft" if handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax") else "ArrowRight"
+    for _ in range(3):
+        handle.press(key)
+
+
+def _type_value(control, value: str) -> None:
+    """Type ``value`` into the control: a slider's editable readout, a text box or a dropdown."""
+    readout = control.locator(".widget-readout")
+    if readout.count():
+        readout.first.click()
+        readout.first.press("Control+A")
+        readout.first.type(value)
+        readout.first.press("Enter")
+    elif control.locator("select").count():
+        control.locator("select").first.select_option(label=value)
+    else:
+        box = control.locator("input").first
+        box.fill(value)
+        box.press("Enter")
+
+
+def _clean(op, when: str) -> None:
+    assert op.external_requests == [], f"requests left localhost {when}: {op.external_requests}"
+    assert op.console_errors == [], f"console errors {when}: {op.console_errors}"
+    assert op.page_errors == [], f"uncaught page errors {when}: {op.page_errors}"
+
+
+def test_page_shows_no_code_and_stays_offline(app):
+    page = app.page
+    text = page.inner_text("body")
+    assert page.locator(".jp-CodeCell .jp-InputArea, .jp-Editor, .cm-editor, .CodeMirror").count() == 0
+    for code in ("build_explorer", "import ", "%matplotlib"):
+        assert code not in text, f"code is visible in the page: {code!r}"
+    assert "There was an error when executing cell" not in text, app.server.log()
+    assert "rlbook explorers" in text
+    _clean(app, "while loading")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_explorer_live(app, name, artifact_dir):
+    page = app.page
+    scope = page.locator(f".rlbook-explorer-{name}")
+    assert scope.count() == 1, f"explorer {name!r} is not on the page\n{page.inner_text('body')[:2000]}"
+    scope.locator(".rlbook-figure img").first.wait_for(timeout=CHANGE_TIMEOUT * 1000)
+    scope.scroll_into_view_if_needed()
+    _clean(app, "after loading")
+    scope.screenshot(path=str(artifact_dir / f"explorer_{name}.png"))
+
+    png0, numbers0 = _png(scope), _readout(scope)
+    assert numbers0.strip(), f"{name}: the readout is empty"
+    mover = _control(scope, MOVE[name])
+    assert mover.count() == 1, f"{name}: no slider described {MOVE[name]!r}"
+    _move(mover)
+    _wait_for(lambda: _png(scope) != png0, CHANGE_TIMEOUT, f"{name}: the figure to change after a slider move")
+    _wait_for(lambda: _readout(scope) != numbers0, CHANGE_TIMEOUT, f"{name}: the numbers to change after a slider move")
+
+    if NONSENSE[name] is None:
+        pytest.fail(f"{name}: no nonsense value is listed in NONSENSE")
+    label, value = NONSENSE[name]
+    control = _control(scope, label)
+    assert control.count() == 1, f"{name}: no control described {label!r}"
+    _type_value(control, value)
+    error = scope.locator(".rlbook-error")
+    _wait_for(lambda: any(t.strip().startswith("⚠") for t in error.all_inner_texts()), CHANGE_TIMEOUT,
+              f"{name}: a '⚠ ...' message after {label} = {value}")
+    scope.screenshot(path=str(artifact_dir / f"explorer_{name}_nonsense.png"))
+    assert page.get_by_text("Traceback").count() == 0 and "Traceback" not in page.inner_text("body")
+    _clean(app, f"after {name}'s nonsense value")

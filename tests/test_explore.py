@@ -1,0 +1,128 @@
+"""``rlbook explore`` without a browser: the app notebook, its kernelspec and template, the CLI.
+
+The live app itself (Voilà in headless Chromium) is tested in ``tests/browser/test_explorers.py``.
+"""
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rlbook import cli, explore
+
+NAMES = ["clip", "advantage", "kl", "gae", "trust-region"]
+needs_voila = pytest.mark.skipif(importlib.util.find_spec("voila") is None, reason="Voilà is not installed")
+
+
+def _code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_registry_names_the_five_explorers():
+    assert explore.explorer_names() == NAMES
+
+
+def test_notebook_has_one_hidden_code_cell_per_explorer():
+    nb = explore.explorer_notebook(NAMES)
+    nbformat.validate(nb)
+    cells = _code_cells(nb)
+    assert len(cells) == len(NAMES)
+    for cell, name in zip(cells, NAMES):
+        assert f"build_explorer({name!r})" in cell.source
+        assert f"rlbook-explorer-{name}" in cell.source
+        assert cell.metadata["jupyter"]["source_hidden"] is True
+        assert "remove-input" in cell.metadata["tags"]
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"]
+    assert headings[0] == "# rlbook explorers" and len(headings) == 1 + len(NAMES)
+    assert all(h.startswith("## ") for h in headings[1:])
+    assert nb.metadata["kernelspec"]["name"] == explore.KERNEL_NAME
+
+
+def test_single_explorer_notebook_has_its_title():
+    nb = explore.explorer_notebook(["gae"])
+    assert len(_code_cells(nb)) == 1
+    assert nb.cells[0].source.startswith("# " + explore.explorer_title("gae"))
+
+
+def test_unknown_explorer_is_refused_with_the_valid_names():
+    with pytest.raises(ValueError, match="choose from: clip, advantage, kl, gae, trust-region"):
+        explore.explorer_notebook(["clip", "nope"])
+    with pytest.raises(ValueError, match="empty"):
+        explore.explorer_notebook([])
+
+
+def test_cli_unknown_name_exits_2_naming_the_valid_ones(capsys):
+    assert cli.main(["explore", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown explorer 'nope'" in err
+    for name in NAMES:
+        assert name in err
+
+
+def test_cli_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["explore", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--port" in out and "--no-browser" in out and "trust-region" in out
+
+
+@needs_voila
+def test_app_folder_kernel_and_template_make_no_cdn_request(tmp_path):
+    path = explore.write_app(tmp_path, ["clip"])
+    assert path.name == "rlbook-clip.ipynb" and len(_code_cells(nbformat.read(path, 4))) == 1
+    spec = json.loads((tmp_path / "share/kernels/rlbook-explore/kernel.json").read_text())
+    assert spec["argv"][0] == sys.executable  # the kernel is this interpreter
+    assert spec["env"]["MPLBACKEND"] == "module://matplotlib_inline.backend_inline"
+    template = tmp_path / "share/voila/templates/rlbook"
+    assert json.loads((template / "conf.json").read_text()) == {"base_template": "lab"}
+    index = (template / "index.html.j2").read_text()
+    assert "cell_generator" in index  # Voilà's lab template, not an empty file
+    for f in template.iterdir():
+        assert "://cdn." not in f.read_text(), f.name
+    assert "voila/templates/rlbook/base_page.html" in (template / "page.html").read_text()
+
+
+def test_voila_command_is_local_and_hides_code(tmp_path):
+    cmd = explore.voila_command(tmp_path / "a.ipynb", 8870, open_browser=False)
+    assert cmd[:3] == [sys.executable, "-m", "voila"]
+    for arg in ("--port=8870", "--no-browser", "--Voila.ip=127.0.0.1", "--strip_sources=True",
+                "--show_tracebacks=False", "--template=rlbook"):
+        assert arg in cmd
+    cmd = explore.voila_command(tmp_path / "a.ipynb", None, open_browser=True)
+    assert "--no-browser" not in cmd and not any(a.startswith("--port") for a in cmd)
+
+
+@needs_voila
+def test_run_serves_a_temporary_app_and_removes_it(tmp_path, monkeypatch):
+    """From any folder: the app is written to a temporary folder, Voilà sees it first on
+    JUPYTER_PATH, and the folder is gone when Voilà exits."""
+    seen = {}
+
+    class FakeVoila:
+        def __init__(self, cmd, env, cwd):
+            seen.update(cmd=cmd, env=env, cwd=Path(cwd), existed=(Path(cwd) / "share/kernels").is_dir())
+
+        def wait(self, timeout=None):
+            return 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(explore.subprocess, "Popen", FakeVoila)
+    assert cli.main(["explore", "kl", "--port", "8871", "--no-browser"]) == 0
+    assert seen["existed"] and seen["env"]["JUPYTER_PATH"].split(os.pathsep)[0] == str(seen["cwd"] / "share")
+    assert seen["cmd"][3] == str(seen["cwd"] / "rlbook-kl.ipynb") and "--port=8871" in seen["cmd"]
+    assert not seen["cwd"].exists()
+
+
+def test_missing_voila_is_explained(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "voila" else real(name, *a))
+    assert cli.main(["explore", "clip"]) == 1
+    assert "pip install 'rlbook[explore]'" in capsys.readouterr().err
