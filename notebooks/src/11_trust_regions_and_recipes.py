@@ -169,8 +169,8 @@ plt.tight_layout();
 # at $|\rho - 1| > 0.2$) flags every one of them. But these positions did move. The rare tokens were
 # sampled where the supervised model was unsure (mostly the digits of the answer), which is exactly
 # where RL sharpens the policy, and most of them moved by more than DPPO's $\tau = 0.15$ in exact TV.
-# The binary TV (right), which sees only the sampled token's own probability, flags none of them. It
-# is never above the exact TV (exercise 2) and close to it for likely tokens, but at a rare token's
+# The binary TV (right), which sees only the sampled token's own probability, flags only a few percent
+# of them. It is never above the exact TV (exercise 2) and close to it for likely tokens, but at a rare token's
 # position it sees only a small part of the movement, since most of the probability that moved
 # belongs to other tokens. For likely tokens the three measures flag about the same share. So at rare
 # tokens the ratio is louder than the movement and the binary TV quieter than it: a trust region built
@@ -182,7 +182,7 @@ print(f"rare tokens: median |ρ − 1| / median exact TV {rare_gap:.1f}")
 rl.claim("about four times the median TV of their position", rare_gap, 4.0, abs=1.5)
 rl.claim("flags every one of them", flags["|ρ − 1| > 0.2"][rare].float().mean(), low=0.95)
 rl.claim("most of them moved by more than DPPO's $\\tau = 0.15$ in exact TV", flags["exact TV > 0.15"][rare].float().mean(), low=0.5)
-rl.claim("flags none of them", flags["binary TV > 0.15"][rare].float().mean(), high=0.02)
+rl.claim("flags only a few percent", flags["binary TV > 0.15"][rare].float().mean(), high=0.05)
 rl.claim("sees only a small part of the movement", float(binary_tv[rare].median() / tv_exact[rare].median()), high=0.25)
 likely_shares = [v[common].float().mean().item() for v in flags.values()]
 rl.claim("For likely tokens the three measures flag about the same share", max(likely_shares) - min(likely_shares), high=0.05)
@@ -458,17 +458,22 @@ ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("hel
 ax.set_title("Sigmoid compute curves (11.1)", fontsize=10); ax.legend(fontsize=7);
 
 # %% [markdown]
-# Both curves are fitted well (small residuals), and both asymptotes sit close to 1 (at or near the
-# upper bound of 1 that the fit allows for a pass rate): on this task every reasonable method ends up
-# solving nearly everything, and what separates the two is the efficiency $C_{\text{mid}}$.
+# Both curves are fitted well (small residuals), both runs went on well past their fitted
+# $C_{\text{mid}}$, and both fitted asymptotes are high. Read the fitted values with care, though. Of the
+# four parameters the asymptote is the one a short run pins down least: the same code on a
+# different CPU (whose float order trains a slightly different supervised model) can put both
+# asymptotes on the upper bound of 1 that the fit allows for a pass rate, or one of them well below it,
+# and with them the ranking of the two methods. The efficiency $C_{\text{mid}}$ and the measured points
+# are the solid part. The next experiment shows why.
 
 # %%
-for name, (_, _, fit) in curves.items():
+for name, (compute, _, fit) in curves.items():
     rl.claim("fitted well (small residuals)", fit["rmse"], high=0.06)
-    rl.claim("both asymptotes sit close to 1", fit["asymptote"], low=0.85)
+    rl.claim("went on well past their fitted", compute[-1] / fit["c_mid"], low=3.0)
+    rl.claim("both fitted asymptotes are high", fit["asymptote"], low=0.7)
 
 # %% [markdown]
-# Our runs went on well past $C_{\text{mid}}$, where the curve has bent over. What if a run stops
+# Past $C_{\text{mid}}$ the curve has bent over, and our runs saw the bend. What if a run stops
 # before the bend, as a short run on a hard task does? Take GRPO's fitted curve as the truth, draw
 # noisy evaluations from it (800 samples each, as ours: 100 problems × 8) at six compute values up to
 # $C_{\text{mid}}/2$ only, and fit (11.1) again; repeat 20 times. Then the same with six values up to
@@ -641,8 +646,6 @@ rl.claim("GRPO after about 1300", family["GRPO"]["C_mid"][0], 1300, abs=100)
 # %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
 # ## Solutions
 #
-# Exercise 6 asks for training runs of several minutes and is left open.
-#
 # ### Solution to exercise 1
 #
 # Rare token: $\rho = 3$, binary TV $|0.006 - 0.002| = 0.004$, binary KL (old against new)
@@ -708,3 +711,55 @@ for name in settings:
 flat = torch.tensor([1.0] * 8 + [0.0] * 8)
 print(rl.magistral_advantages(flat, 8))
 assert torch.equal(rl.magistral_advantages(flat, 8), torch.zeros(16))
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 6
+#
+# The experiment takes about eight minutes on 2 cores, too long for this chapter, so it is a script:
+# `python benchmarks/harder_task.py --seeds 0 1 2 --budget 38400 --save`. It builds the 3-digit
+# scratchpad task (completions up to 30 tokens, so a context of 64), trains one supervised model per
+# seed with chapter 10's recipe, then runs GRPO ($\beta = 0.04$) and CISPO from each with the same
+# budget of 38 400 generated completions (150 steps of 32 prompts × 8), evaluating on 100 held-out
+# problems every 5 steps, and fits (11.1) to each run. Its saved result:
+
+# %% tags=["solution"]
+hard = rl.benchmark_results("harder_task")
+hard_runs = {name: [r for r in hard["runs"] if r["name"] == name] for name in dict.fromkeys(r["name"] for r in hard["runs"])}
+print(f"budget {hard['budget']} completions per run, seeds {hard['seeds']}")
+print(f"{'method':<17}{'seed':>5}{'before':>8}{'final':>7}{'A':>7}{'C_mid':>8}{'B':>6}{'rmse':>7}")
+for name, runs in hard_runs.items():
+    for r in runs:
+        print(f"{name:<17}{r['seed']:>5}{r['r0']:>8.3f}{r['final']:>7.3f}{r['A']:>7.3f}{r['C_mid']:>8.0f}{r['B']:>6.2f}{r['rmse']:>7.3f}")
+fig, ax = plt.subplots(figsize=(6.5, 3), dpi=80)
+for (name, runs), color in zip(hard_runs.items(), ("tab:blue", "tab:orange")):
+    for r in runs:
+        ax.plot(r["compute"][1:], r["reward"][1:], "o", ms=2.5, color=color, alpha=0.6)
+        ax.plot(grid, rl.sigmoid_compute_curve(grid, r["r0"], r["A"], r["C_mid"], r["B"]), color=color, lw=1,
+                label=name if r is runs[0] else None)
+ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("held-out pass@1 (100 problems)")
+ax.set_title("3-digit problems: three seeds per method, each with its fit (11.1)", fontsize=10); ax.legend(fontsize=7);
+
+# %% [markdown] tags=["solution"]
+# The harder task leaves room above both methods: before RL the supervised models solve between a fifth
+# and two fifths of the problems, and after the budget neither method is near 1. CISPO ends ahead of GRPO on every
+# seed, and it gets there sooner: its fitted $C_{\text{mid}}$ is smaller on every seed. But the
+# asymptotes do *not* separate: which method has the higher fitted $A$ changes from seed to seed, and
+# the spread of $A$ between seeds of one method is as large as the gap between methods. The fits are
+# good (small residuals), so this is not a bad fit; it is §11.7's caution at work. Our runs end while
+# the curves are still rising, and there the data constrain efficiency far better than the asymptote.
+# What this experiment supports is "CISPO is more efficient here", not "CISPO reaches a higher ceiling";
+# the second would need runs several times longer, with more seeds.
+
+# %% tags=["solution"]
+final_gap = [c["final"] - g["final"] for g, c in zip(*hard_runs.values())]
+c_mid_ratio = [c["C_mid"] / g["C_mid"] for g, c in zip(*hard_runs.values())]
+a_gap = [c["A"] - g["A"] for g, c in zip(*hard_runs.values())]
+a_spread = max(max(r["A"] for r in runs) - min(r["A"] for r in runs) for runs in hard_runs.values())
+rl.claim("CISPO ends ahead of GRPO on every seed", min(final_gap), low=0.0)
+rl.claim("is smaller on every seed", max(c_mid_ratio), high=1.0)
+rl.claim("which method has the higher fitted $A$ changes from seed to seed", sum(g > 0 for g in a_gap), low=1, high=len(a_gap) - 1)
+rl.claim("as large as the gap between methods", a_spread / max(abs(np.mean(a_gap)), 1e-9), low=1.0)
+rl.claim("good (small residuals)", max(r["rmse"] for r in hard["runs"]), high=0.03)
+rl.claim("between a fifth", min(r["r0"] for r in hard["runs"]), low=0.2)
+rl.claim("and two fifths of the problems", max(r["r0"] for r in hard["runs"]), high=0.4)
+rl.claim("neither method is near 1", max(r["final"] for r in hard["runs"]), high=0.95)
