@@ -389,6 +389,88 @@ rl.claim("two- to four-fold", min(underestimate), low=2.0)
 rl.claim("two- to four-fold", max(underestimate), high=4.5);
 
 # %% [markdown]
+# **The whole picture in two dimensions.** Everything in §6.4–§6.7 can be drawn when the policy has
+# only two parameters. Take a softmax over three actions with logits $z(\theta) = (\kappa\theta_1, \theta_2, 0)$
+# on a one-step bandit with rewards $r = (1, 0, 0.5)$. With a single state the surrogate (6.2) is
+# exact, $L(\theta) - L(\theta_{\text{old}}) = J(\theta) - J(\theta_{\text{old}})$, so the only model
+# left to check is the KL's. Around $\theta_{\text{old}}$ (black dot) the figure shows the surrogate
+# (green where it improves, pink where it drops), the exact trust region
+# $\mathrm{KL}(\pi_{\text{old}}\,\|\,\pi_\theta) \le \delta$ (red), its quadratic model, the ellipse
+# $\tfrac12\Delta\theta^\top F\,\Delta\theta = \delta$ (dashed blue), the vanilla step $\alpha g$ scaled
+# to the same ellipse ($\tfrac12\alpha^2 g^\top F g = \delta$, grey), the natural step (6.8) (purple),
+# and the line search's tries (crosses) and accepted point (star). All three panels use the same
+# policy, $\pi_{\text{old}} = \mathrm{softmax}(-1, 1, 0)$: on the left with $\kappa = 1$ and
+# $\delta = 0.2$; in the middle with $\kappa = 3$, a different parameterisation of the same family;
+# on the right with $\delta = 1$. Every number comes from the library functions TRPO trains with.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from rlbook.widgets.trust_region_explorer import plot_trust_region, trust_region_explorer, trust_region_geometry
+
+tr_panels = {"κ = 1, δ = 0.2": (1.0, 0.2), "κ = 3, δ = 0.2": (3.0, 0.2), "κ = 1, δ = 1": (1.0, 1.0)}
+tr_z_old = (-1.0, 1.0)  # logits of π_old for actions 1 and 2; θ_old = (z₁/κ, z₂)
+fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), dpi=80)
+tr_geo = {}
+for ax, (name, (tr_kappa, tr_delta)) in zip(axes, tr_panels.items()):
+    tr_theta_old = (tr_z_old[0] / tr_kappa, tr_z_old[1])
+    tr_geo[name] = trust_region_geometry(tr_theta_old, tr_delta, tr_kappa)
+    plot_trust_region(tr_theta_old, tr_delta, tr_kappa, ax=ax)
+    tr_d = tr_geo[name]
+    tr_to_logits = np.array([tr_kappa, 1.0])  # Δz = (κΔθ₁, Δθ₂)
+    print(f"{name}: natural Δz = {np.round(tr_d['natural'] * tr_to_logits, 3)}, exact KL {tr_d['exact_kl'][0]:.3f}, "
+          f"ΔL {tr_d['improvement'][0]:.3f} | vanilla Δz = {np.round(tr_d['vanilla'] * tr_to_logits, 3)}, "
+          f"exact KL {tr_d['exact_kl'][1]:.3f}, ΔL {tr_d['improvement'][1]:.3f} | accepted fraction "
+          f"{float(tr_d['accepted_fraction']):g}, KL there {float(tr_d['accepted_kl']):.3f}")
+fig.tight_layout();
+
+# %% [markdown]
+# Three things to read off the picture.
+#
+# * Both steps end on the ellipse, but the natural step goes further uphill: it maximises the linear
+#   model $g^\top s$ on the ellipse. On the left it gains $\Delta L = 0.278$ against 0.246 for the
+#   vanilla step.
+# * The ellipse is only a model. The full natural step's exact KL is 0.25, a quarter above
+#   $\delta = 0.2$, so the line search halves it once, to a KL of 0.057 (a backtracking factor of
+#   $\beta = 0.5$ is coarse: halving a step roughly quarters its KL). At $\delta = 1$ (right) the red region
+#   is visibly lopsided, and the full step overshoots it by about a third.
+# * Rescaling $\theta_1$ (middle) squashes the ellipse and turns the vanilla step, whose exact KL
+#   jumps to 0.33, far outside the trust region it was scaled to. The natural step changes the
+#   logits by exactly the same $\Delta z$ as on the left. In logits its direction is
+#   $(r_1 - r_3,\, r_2 - r_3)$ for *every* $\pi_{\text{old}}$, because
+#   $(\mathrm{diag}\,\pi - \pi\pi^\top)(r - r_3) = \pi\odot(r - J)$ is the gradient in logits. The natural
+#   gradient does not depend on how the policy is parameterised; the vanilla gradient does
+#   (exercise 3 asks you to see this on the MDP).
+
+# %%
+tr_left, tr_mid, tr_right = tr_geo["κ = 1, δ = 0.2"], tr_geo["κ = 3, δ = 0.2"], tr_geo["κ = 1, δ = 1"]
+rl.claim("it gains $\\Delta L = 0.278$", tr_left["improvement"][0], 0.278, abs=0.0005)
+rl.claim("against 0.246 for the vanilla step", tr_left["improvement"][1], 0.246, abs=0.0005)
+rl.claim("The full natural step's exact KL is 0.25", tr_left["exact_kl"][0], 0.25, abs=0.005)
+rl.claim("the line search halves it once", float(tr_left["accepted_fraction"]), 0.5, abs=0.0)
+rl.claim("to a KL of 0.057", float(tr_left["accepted_kl"]), 0.057, abs=0.0005)
+rl.claim("the full step overshoots it by about a third", tr_right["exact_kl"][0] / 1.0 - 1.0, 1 / 3, abs=0.03)
+rl.claim("whose exact KL jumps to 0.33", tr_mid["exact_kl"][1], 0.33, abs=0.005)
+rl.claim("exactly the same $\\Delta z$ as on the left",
+         np.abs(tr_mid["natural"] * [3.0, 1.0] - tr_left["natural"]).max(), high=1e-9);
+
+# %% [markdown]
+# In the explorer below, the sliders set $\delta$, $\kappa$ and the logits $z_1, z_2$ of
+# $\pi_{\text{old}}$ (so $\theta_{\text{old}} = (z_1/\kappa, z_2)$), and the readout prints $g$, $F$,
+# both steps with their quadratic and exact KL and their surrogate gain, and the line search's
+# tries. Things to try: raise $\delta$ from 0.01 to 1 and watch the exact region part from the
+# ellipse; move $z_1, z_2$ to a corner, where one action is nearly impossible, and watch the ellipse
+# stretch along the direction that barely changes the policy ($F$ nearly singular); move $\kappa$ and
+# check that the natural step's effect on the policy stays put. $\delta = 0$ is refused: the trust
+# region is then the single point $\theta_{\text{old}}$, and no step is possible.
+
+# %%
+try:
+    explorer = trust_region_explorer()  # needs ipywidgets; move the sliders in a live notebook
+    display(explorer)
+except ImportError:
+    print("ipywidgets is not installed: the static figure above shows the same geometry")
+
+# %% [markdown]
 #
 #
 # ## 6.8 The algorithm, and TRPO on CartPole
