@@ -404,7 +404,6 @@ rl.claim("two- to four-fold", max(underestimate), high=4.5);
 # on the right with $\delta = 1$. Every number comes from the library functions TRPO trains with.
 
 # %%
-# NBVAL_CHECK_OUTPUT
 from rlbook.widgets.trust_region_explorer import plot_trust_region, trust_region_explorer, trust_region_geometry
 
 tr_panels = {"κ = 1, δ = 0.2": (1.0, 0.2), "κ = 3, δ = 0.2": (3.0, 0.2), "κ = 1, δ = 1": (1.0, 1.0)}
