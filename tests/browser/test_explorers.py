@@ -25,7 +25,7 @@ NAMES = ["clip", "advantage", "kl", "gae", "trust-region"]
 # the control to move (its ``description``; None: the explorer's first slider) and the nonsense
 # value to type into which control; the explorers' own contract (rlbook/widgets)
 MOVE = {"clip": "Â", "advantage": None, "kl": None, "gae": None, "trust-region": "δ"}
-NONSENSE = {"clip": ("ε_low", "0"), "advantage": ("G", "1"), "kl": ("α", "0"), "gae": None, "trust-region": ("δ", "0")}
+NONSENSE = {"clip": ("ε_low", "0"), "advantage": ("G", "1"), "kl": ("α", "0"), "gae": ("γ", "0"), "trust-region": ("δ", "0")}
 START_TIMEOUT = 90  # s: Voilà's start, then a kernel that imports torch and builds five explorers
 CHANGE_TIMEOUT = 30  # s: one redraw in the live kernel
 
