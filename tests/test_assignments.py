@@ -222,6 +222,20 @@ def test_released_version_has_no_solution_text(released, name):
             assert _meta(cell).get("checksum"), f"{name}: {_meta(cell).get('grade_id')} has no checksum"
 
 
+def test_cli_grades_a_folder(released, tmp_path):
+    """``rlbook assignments grade`` from the command line: the tables, the feedback, the summary."""
+    name = HOSTILE_IN
+    _submit(tmp_path / "submitted", "alice", name, released[name])
+    out = subprocess.run([sys.executable, "-m", "rlbook.cli", "assignments", "grade", str(tmp_path / "submitted"),
+                          name, "--out", str(tmp_path / "graded"), "--timeout", "60"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "alice" in out.stdout and "graded" in out.stdout
+    rows = list(csv.DictReader((tmp_path / "graded" / "scores.csv").open()))
+    assert [(r["student"], r["assignment"], float(r["auto_score"])) for r in rows] == [("alice", name, 0.0)]
+    assert (tmp_path / "graded" / "feedback" / "alice" / name / f"{name}.html").is_file()
+
+
 # --- grading: one batch ------------------------------------------------------------------------------------
 
 
