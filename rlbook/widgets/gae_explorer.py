@@ -186,7 +186,7 @@ def plot_gae_tradeoff(gae_lambda: float = 0.9, gamma: float = 0.95, critic_error
     ax.set_xlabel("GAE λ")
     ax.set_ylabel("squared error of the estimate of Q(s₀, a₀)")
     ax.set_title(f"γ = {gamma:.3g}, critic error σ = {critic_error:.3g}: exact, not sampled", fontsize=9)
-    ax.set_ylim(bottom=0.0)
+    ax.set_ylim(0.0, max(float(curves["mse"].max()), 1e-3) * 1.08)  # γ = 0: all 0, not float noise blown up
     ax.legend(fontsize=8)
     return ax
 
