@@ -8,8 +8,9 @@
 
 The assignments live in ``assignments/source/<name>/<name>.ipynb`` in nbgrader's format (solution
 regions, autograded test cells with points, hidden tests, manually graded answers). Everything that
-touches a student's notebook goes through nbgrader itself (Hamrick et al., "nbgrader", JupyterCon
-2017; https://nbgrader.readthedocs.io): ``release`` is its ``generate_assignment``, ``grade`` its
+touches a student's notebook goes through nbgrader itself (Jupyter Development Team, "nbgrader: A Tool
+for Creating and Grading Assignments in the Jupyter Notebook", J. Open Source Education 2(16):32, 2019;
+https://nbgrader.readthedocs.io): ``release`` is its ``generate_assignment``, ``grade`` its
 ``autograde`` then ``generate_feedback``. Student code only ever runs in a Jupyter kernel that
 nbgrader starts (a separate process, with a per-cell timeout after which the kernel is interrupted);
 this process never imports or executes it. Each student is graded in a course folder of their own,
