@@ -278,7 +278,7 @@ def test_untouched_student_version_scores_zero_and_still_runs(batch, name):
     row = next(r for r in batch.rows if r["student"] == "untouched" and r["assignment"] == name)
     assert row["status"] == "graded", row
     assert row["auto_score"] == 0
-    executed = batch.rows and (batch.scores_csv.parent / "autograded" / "untouched" / name / f"{name}.ipynb")
+    executed = batch.scores_csv.parent / "autograded" / "untouched" / name / f"{name}.ipynb"
     cells = _cells(executed)
     errors = {o["ename"] for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"}
