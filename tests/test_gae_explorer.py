@@ -20,6 +20,27 @@ def test_exact_critic_is_unbiased_for_every_lambda():
         torch.testing.assert_close(mean, problem.q_true, atol=1e-10, rtol=0)
 
 
+def test_advantage_at_lambda_one_with_the_exact_critic_is_q_minus_v():
+    """Â^λ_0 = R̂^λ_0 − V(s_0): its mean is Q^π − V^π, both from TabularMDP's own Bellman solves."""
+    problem = chapter4_problem(0.95, 0.0)
+    mean, _ = gae_moments(problem, 1.0)
+    mdp, probs = problem.mdp, problem.probs
+    live = ~mdp.terminal
+    expected = mdp.action_values(probs) - mdp.state_values(probs)[:, None]
+    torch.testing.assert_close((mean - problem.critic[:, None])[live], expected[live], atol=1e-10, rtol=0)
+    # and the policy-weighted advantage is 0 in every state
+    torch.testing.assert_close((probs * (mean - problem.critic[:, None])).sum(-1), torch.zeros(7, dtype=torch.float64),
+                               atol=1e-10, rtol=0)
+
+
+def test_bias_at_lambda_zero_grows_with_the_critic_error_and_vanishes_at_lambda_one():
+    sigmas = [0.0, 0.5, 1.0, 2.0, 4.0]
+    b0 = [gae_tradeoff(0.95, s, 3)["bias2"][0] for s in sigmas]
+    b1 = [gae_tradeoff(0.95, s, 3)["bias2"][-1] for s in sigmas]
+    assert b0[0] < 1e-12 and np.all(np.diff(b0) > 0)
+    assert max(b1) < 1e-12
+
+
 def test_lambda_one_is_unbiased_whatever_the_critic():
     problem = chapter4_problem(0.95, 3.0)
     mean, var = gae_moments(problem, 1.0)

@@ -101,6 +101,9 @@ def chapter4_problem(gamma: float = 0.95, critic_error: float = 2.0) -> GAEProbl
 def gae_moments(problem: GAEProblem, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact conditional mean and variance of the λ-return R̂^λ_0 given the first pair (s_0, a_0).
 
+    The λ-return of Schulman et al. (2016), "High-Dimensional Continuous Control Using Generalized
+    Advantage Estimation", arXiv:1506.02438, eq. 16 (as a Bellman recursion: Sutton & Barto 2018, §12.1).
+
     Returns:
         ``(mean, variance)``, each (S, A) float64; 0 at the terminal state. The estimate of the
         advantage, Â^λ_0 = R̂^λ_0 − V(s_0), has the same variance and a mean shifted by V(s_0).
@@ -132,7 +135,8 @@ def gae_moments(problem: GAEProblem, gae_lambda: float) -> tuple[torch.Tensor, t
 def gae_tradeoff(gamma: float = 0.95, critic_error: float = 2.0, num_points: int = 51) -> dict:
     """Squared bias, variance and MSE of R̂^λ_0 as estimates of Q^π(s_0, a_0), on a grid of λ.
 
-    bias² = Σ w (M − Q^π)², variance = Σ w Var, w = d₀(s)·π(a|s).
+    bias² = Σ w (M − Q^π)², variance = Σ w Var, w = d₀(s)·π(a|s) (the bias–variance trade-off of
+    Schulman et al. 2016, arXiv:1506.02438, §3, computed exactly by :func:`gae_moments`).
 
     Returns:
         a dict of arrays of shape ``(num_points,)``: ``lambda`` (0 … 1), ``bias2``, ``variance``,
