@@ -35,6 +35,9 @@ needs_nbgrader = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None
 # autograded tests expected to lose all their points). The substitution is made in the instructor's
 # solution cell, so the rest of the submission is correct.
 MISTAKES = [
+    # the plain mean reward where the score-weighted (variance-optimal) mean belongs
+    ("part1_score_function", "optimal_baseline", "(score_sq_norms * returns).sum() / score_sq_norms.sum()",
+     "returns.mean()", {"test_optimal_baseline", "test_optimal_baseline_minimises", "test_variance"}),
     # the clipped surrogate with max instead of min (the pessimistic bound turned optimistic)
     ("part2_gae_ppo", "clipped_surrogate", "torch.min(", "torch.max(",
      {"test_clipped_surrogate", "test_clipped_surrogate_gradient"}),
