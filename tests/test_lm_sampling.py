@@ -261,6 +261,40 @@ def test_fast_decoder_samples_what_the_models_forward_samples(padded, monkeypatc
     torch.testing.assert_close(fast.log_probs, slow.log_probs, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_the_cache_goes_in_under_the_name_the_models_forward_declares(padded, monkeypatch):
+    """transformers 5 renamed forward's ``past_key_values`` to ``cache`` (the old name warns, then goes):
+    the sampler and the shared-prefix scorer pass the cache under the name the class's forward declares,
+    and a custom model that knows only ``past_key_values`` still gets that name."""
+    import inspect
+
+    from rlbook.lm import gpt2_fast
+    from rlbook.lm.logprobs import cache_kwarg, output_cache
+
+    monkeypatch.setattr(gpt2_fast, "supported", lambda model: False)  # the model's own forward
+    declared = inspect.signature(type(POLICY).forward).parameters
+    expected = "cache" if "cache" in declared else "past_key_values"
+    assert expected in declared and cache_kwarg(POLICY) == expected
+    assert cache_kwarg(FavoursSpecialTokens(len(TOK))) == "past_key_values"
+    prompts, mask = (MIXED, MIXED_MASK) if padded else (PROMPTS, PROMPT_MASK)
+    calls, forward = [], POLICY.forward
+
+    def recording_forward(*args, **kwargs):
+        calls.append(sorted(k for k in kwargs if k in ("cache", "past_key_values") and kwargs[k] is not None))
+        out = forward(*args, **kwargs)
+        assert output_cache(out) is not None and output_cache(out).get_seq_length() > 0
+        return out
+
+    monkeypatch.setattr(POLICY, "forward", recording_forward)
+    out = sample_completions(POLICY, prompts, mask, num_samples=4, max_new_tokens=6, eos_token_id=TOK.eos_token_id,
+                             forbidden_ids=FORBIDDEN, generator=torch.Generator().manual_seed(0))
+    completion_log_probs(POLICY, prompts, out.completion_ids, mask)
+    with_cache = [c for c in calls if c]
+    assert len(with_cache) >= out.completion_ids.shape[1] - 1  # every decoding step, and the scorer's second pass
+    assert all(c == [expected] for c in with_cache), with_cache
+    assert output_cache(SimpleNamespace(past_key_values=7)) == 7 and output_cache(SimpleNamespace()) is None
+
+
 def test_scoring_rejects_a_completion_batch_that_is_not_a_multiple_of_the_prompts():
     with pytest.raises(ValueError, match="completion_ids.*multiple"):
         completion_log_probs(POLICY, PROMPTS, torch.zeros(7, 4, dtype=torch.long))
@@ -278,14 +312,15 @@ def test_a_model_that_drops_its_cache_is_refused_not_sampled_wrongly():
 
     def forward_without_cache(*args, **kwargs):
         out = forward(*args, **kwargs)
-        out.past_key_values = None
+        setattr(out, "cache" if "cache" in out.__dataclass_fields__ else "past_key_values", None)
         return out
 
     model.forward = forward_without_cache
     with pytest.raises(ValueError, match="no key/value cache"):
         sample(model=model)
     del model.forward  # the class's forward again
-    model.gradient_checkpointing_enable()  # drops the cache at the prefill (transformers 4) or after it (5.x)
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()  # drops the cache at the prefill (transformers 4) or after it (5.x)
     with pytest.raises(ValueError, match="no key/value cache"):
         sample(model=model)
     model.eval()  # the fast path (eval mode) needs no HF cache and samples as before

@@ -6,6 +6,8 @@ from the logits one column to its left. Log-softmax runs in float32 (bf16 logits
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from rlbook import _checks
@@ -79,6 +81,26 @@ def padding_kwargs(mask: torch.Tensor, first_position: int = 0) -> dict:
         ``{"attention_mask": (B, L) long, "position_ids": (B, L - first_position) long}``.
     """
     return {"attention_mask": mask.long(), "position_ids": position_ids_from_mask(mask)[:, first_position:]}
+
+
+def cache_kwarg(model) -> str:
+    """The keyword under which ``model.forward`` takes a key/value cache: ``"cache"`` (recent
+    transformers 5 releases, where ``past_key_values`` is a deprecated alias) or ``"past_key_values"`` (transformers 4,
+    and any model that names no ``cache`` argument). Read from the class's ``forward``, so a forward
+    patched onto one instance still gets the name its class understands."""
+    try:
+        parameters = inspect.signature(type(model).forward).parameters
+    except (TypeError, ValueError):  # no signature to read: the long-standing name
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def output_cache(out):
+    """The key/value cache a forward returned, under either name (``cache`` in recent transformers 5
+    releases, ``past_key_values`` before, and in a custom model's output); None when it returned none."""
+    if "cache" in getattr(out, "__dataclass_fields__", ()):  # transformers' ModelOutput with the new name
+        return out.cache
+    return getattr(out, "past_key_values", None)
 
 
 def completion_log_probs(
@@ -209,7 +231,7 @@ def _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_
     if prompt_mask is not None:
         kwargs = padding_kwargs(prompt_mask)
     out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P): the prompts, once each
-    cache = getattr(out, "past_key_values", None)
+    cache = output_cache(out)
     if not hasattr(cache, "batch_repeat_interleave"):
         return None
     first = out.logits[:, -1:, :].repeat_interleave(group_size, dim=0)  # (B, 1, V) predicts token 0
@@ -221,7 +243,8 @@ def _shared_prefix_logits(model, prompt_ids, completion_ids, prompt_mask, group_
         full = torch.cat([prompt_mask.repeat_interleave(group_size, dim=0),
                           torch.ones_like(completion_ids[:, :-1], dtype=torch.bool)], dim=1)
         kwargs = padding_kwargs(full, first_position=prompt_ids.shape[1])
-    rest = model(input_ids=completion_ids[:, :-1], past_key_values=cache, use_cache=True, **kwargs).logits
+    kwargs[cache_kwarg(model)] = cache
+    rest = model(input_ids=completion_ids[:, :-1], use_cache=True, **kwargs).logits
     return torch.cat([first, rest], dim=1)  # (B, T, V)
 
 

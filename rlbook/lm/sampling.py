@@ -16,7 +16,7 @@ import torch
 
 from rlbook import _checks
 from rlbook.lm import gpt2_fast
-from rlbook.lm.logprobs import padding_kwargs, position_ids_from_mask
+from rlbook.lm.logprobs import cache_kwarg, output_cache, padding_kwargs, position_ids_from_mask
 
 __all__ = ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"]
 
@@ -118,7 +118,8 @@ def sample_completions(
     (Shao et al. 2024, arXiv:2402.03300, §2 notation: question q, output o).
 
     Args:
-        model: a causal LM (``forward(input_ids, past_key_values=..., use_cache=True)``).
+        model: a causal LM (``forward(input_ids, cache=..., use_cache=True)``, or ``past_key_values=...``
+            in transformers 4 and custom models: see :func:`rlbook.lm.logprobs.cache_kwarg`).
         prompt_ids: (N, P) long prompt ids (left-padded if widths differ).
         prompt_mask: (N, P) bool, False on padding; None = no padding.
         num_samples: G ≥ 1; output row ``i*G + g`` is sample g of prompt i.
@@ -182,7 +183,8 @@ def sample_completions(
 
 _NO_CACHE = ("`model` returned no key/value cache (or an empty one) although use_cache=True was asked "
              "(gradient checkpointing in training mode turns the cache off): call model.eval() or "
-             "model.gradient_checkpointing_disable() before sampling")
+             "turn checkpointing off (model.activation_checkpointing_disable() in recent transformers, "
+             "model.gradient_checkpointing_disable() before) before sampling")
 
 
 def _cached_length(past) -> int | None:
@@ -212,7 +214,7 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
         return _GPT2Decoder(model, prefix, mask, max_new_tokens), logits.repeat_interleave(num_samples, dim=0)
     kwargs = padding_kwargs(prompt_mask) if padded else {}
     out = model(input_ids=prompt_ids, use_cache=True, **kwargs)  # (N, P)
-    past, logits = out.past_key_values, out.logits[:, -1, :]  # logits: (N, V)
+    past, logits = output_cache(out), out.logits[:, -1, :]  # logits: (N, V)
     if _cached_length(past) not in (None, prompt_ids.shape[1]):  # decoding without it would sample garbage
         raise ValueError(_NO_CACHE)
     if gpt2_fast.supported(model):  # padded prompts: the model's own prefill, then our decoding
@@ -226,7 +228,7 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
             ids = prompt_ids.repeat_interleave(num_samples, dim=0)
             kwargs = padding_kwargs(mask) if padded else {}
             out = model(input_ids=ids, use_cache=True, **kwargs)
-            past, logits = out.past_key_values, out.logits[:, -1, :]
+            past, logits = output_cache(out), out.logits[:, -1, :]
     state = {"past": past, "attn": mask.long(), "pos": position_ids_from_mask(mask)[:, -1:] + 1}
 
     def decode(feed):
@@ -236,10 +238,11 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
             kwargs = {"attention_mask": state["attn"], "position_ids": state["pos"]}
             state["pos"] = state["pos"] + 1
         cached = _cached_length(state["past"])  # before the call: a cache object grows in place
-        out = model(input_ids=feed[:, None], past_key_values=state["past"], use_cache=True, **kwargs)
-        if cached is not None and _cached_length(out.past_key_values) != cached + 1:  # as at the prefill
+        kwargs[cache_kwarg(model)] = state["past"]
+        out = model(input_ids=feed[:, None], use_cache=True, **kwargs)
+        if cached is not None and _cached_length(output_cache(out)) != cached + 1:  # as at the prefill
             raise ValueError(_NO_CACHE)
-        state["past"] = out.past_key_values
+        state["past"] = output_cache(out)
         return out.logits[:, -1, :]
 
     return decode, logits
