@@ -55,6 +55,7 @@ arXiv:2506.13585.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 
 import torch
@@ -216,10 +217,13 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
         use_cpu=cpu,
         bf16=False,
         disable_dropout=True,
-        gradient_checkpointing=False,  # TRL's default recomputes activations: slower here, same math
         report_to="none",
         save_strategy="no",
     )
+    # TRL's default recomputes activations (slower here, same math): off. transformers 5 renamed the
+    # option to activation_checkpointing and warns on the old name.
+    names = {field.name for field in dataclasses.fields(trl.GRPOConfig)}
+    fields["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = False
     if config.format_coef:
         fields["reward_weights"] = [1.0, config.format_coef]
     fields.update(overrides)

@@ -7,6 +7,8 @@ rlbook's pieces and with TRL's ``GRPOTrainer._compute_loss`` on the same float64
 loss type both sides implement, with and without the KL term.
 """
 
+import warnings
+
 import pytest
 import torch
 
@@ -127,6 +129,10 @@ def test_to_trl_config_maps_every_field():
     assert args.loss_type == "dapo" and args.scale_rewards == "group" and args.mask_truncated_completions is False
     assert (args.temperature, args.max_completion_length, args.max_grad_norm, args.seed) == (0.9, 12, 0.5, 5)
     assert args.reward_weights == [1.0, 0.1] and args.use_cpu and not args.bf16 and args.logging_steps == 3
+    assert args.gradient_checkpointing is False and getattr(args, "activation_checkpointing", False) is False
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", ".*checkpointing.*", FutureWarning)  # set under its current name
+        bridge.to_trl_config(config)
     dr = bridge.to_trl_config(rl.GRPOConfig(advantage_estimator="dr_grpo", loss_aggregation="fixed_length_mean", device="cpu"))
     assert dr.loss_type == "dr_grpo" and dr.scale_rewards == "none" and dr.epsilon_high == 0.2
     cispo = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", per_token_loss="cispo", loss_aggregation="token_mean",
