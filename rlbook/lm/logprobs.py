@@ -84,10 +84,18 @@ def padding_kwargs(mask: torch.Tensor, first_position: int = 0) -> dict:
 
 
 def cache_kwarg(model) -> str:
-    """The keyword under which ``model.forward`` takes a key/value cache: ``"cache"`` (recent
-    transformers 5 releases, where ``past_key_values`` is a deprecated alias) or ``"past_key_values"`` (transformers 4,
-    and any model that names no ``cache`` argument). Read from the class's ``forward``, so a forward
-    patched onto one instance still gets the name its class understands."""
+    """The keyword under which ``model.forward`` takes a key/value cache.
+
+    ``"cache"`` where the class's ``forward`` declares it (recent transformers 5 releases, in which
+    ``past_key_values`` is a deprecated alias due to be removed), otherwise ``"past_key_values"``
+    (transformers 4, and a custom model that names no ``cache`` argument). Read from the class, so a
+    forward patched onto one instance still gets the name its class understands.
+
+    Args:
+        model: a ``torch.nn.Module`` causal LM.
+    Returns:
+        ``"cache"`` or ``"past_key_values"``.
+    """
     try:
         parameters = inspect.signature(type(model).forward).parameters
     except (TypeError, ValueError):  # no signature to read: the long-standing name
@@ -96,8 +104,14 @@ def cache_kwarg(model) -> str:
 
 
 def output_cache(out):
-    """The key/value cache a forward returned, under either name (``cache`` in recent transformers 5
-    releases, ``past_key_values`` before, and in a custom model's output); None when it returned none."""
+    """The key/value cache a forward returned, under either name.
+
+    Args:
+        out: a model's output: transformers' ``ModelOutput`` (field ``cache`` in recent transformers 5
+            releases, ``past_key_values`` before) or any object with a ``past_key_values`` attribute.
+    Returns:
+        The cache object, or None when the output holds none.
+    """
     if "cache" in getattr(out, "__dataclass_fields__", ()):  # transformers' ModelOutput with the new name
         return out.cache
     return getattr(out, "past_key_values", None)

@@ -230,6 +230,7 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
             out = model(input_ids=ids, use_cache=True, **kwargs)
             past, logits = output_cache(out), out.logits[:, -1, :]
     state = {"past": past, "attn": mask.long(), "pos": position_ids_from_mask(mask)[:, -1:] + 1}
+    cache_name = cache_kwarg(model)
 
     def decode(feed):
         kwargs = {}
@@ -238,7 +239,7 @@ def _start_decoding(model, prompt_ids, prompt_mask, num_samples, max_new_tokens)
             kwargs = {"attention_mask": state["attn"], "position_ids": state["pos"]}
             state["pos"] = state["pos"] + 1
         cached = _cached_length(state["past"])  # before the call: a cache object grows in place
-        kwargs[cache_kwarg(model)] = state["past"]
+        kwargs[cache_name] = state["past"]
         out = model(input_ids=feed[:, None], use_cache=True, **kwargs)
         if cached is not None and _cached_length(output_cache(out)) != cached + 1:  # as at the prefill
             raise ValueError(_NO_CACHE)
