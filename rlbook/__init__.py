@@ -19,6 +19,7 @@ _MODULES = [
     "history",
     "headline",
     "claims",
+    "stats",
     # --- Part I (returns, score functions, REINFORCE) ---
     "returns",
     "policy_gradient",

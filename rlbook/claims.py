@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["claim"]
+__all__ = ["claim", "claim_comparison"]
 
 
 def claim(quote: str, value, expected: float | None = None, *, rel: float | None = None,
-          abs: float | None = None, low: float | None = None, high: float | None = None) -> float:
+          abs: float | None = None, low: float | None = None, high: float | None = None,
+          bounds: tuple | None = None) -> float:
     """Check that a computed ``value`` supports the sentence ``quote`` of the text; print it.
 
     Either give ``expected`` with a tolerance (``rel``: |value − expected| ≤ rel·|expected|;
@@ -33,11 +34,14 @@ def claim(quote: str, value, expected: float | None = None, *, rel: float | None
         expected: the number the text states.
         rel, abs: tolerance around ``expected`` (one of them, ≥ 0).
         low, high: bounds, used instead of ``expected``.
+        bounds: the range the quantity can take at all, e.g. (0, 1) for an accuracy. A value
+            sitting on either end (within 1e-9 of the range) is refused: a check that passes at a
+            ceiling or a floor cannot fail, so it backs nothing. Give it for every rate.
     Returns:
         ``value`` as a float (after printing ``✓ "quote": value``).
     Raises:
-        ValueError: ``quote`` too short, no tolerance or bounds given, a negative tolerance, or a
-            non-finite ``value``.
+        ValueError: ``quote`` too short, no tolerance or bounds given, a negative tolerance, a
+            non-finite ``value``, or a ``value`` at an end of ``bounds`` (a vacuous claim).
         AssertionError: the value contradicts the text (the message names both).
     """
     if not isinstance(quote, str) or len(quote.strip()) < 3:
@@ -45,6 +49,13 @@ def claim(quote: str, value, expected: float | None = None, *, rel: float | None
     x = float(value.item() if hasattr(value, "item") else value)
     if not math.isfinite(x):
         raise ValueError(f"`value` must be finite; got {x}")
+    if bounds is not None:
+        lo, hi = (float(b) for b in bounds)
+        if not lo < hi:
+            raise ValueError(f"`bounds` must be (low, high) with low < high; got {bounds!r}")
+        if x <= lo + 1e-9 * (hi - lo) or x >= hi - 1e-9 * (hi - lo):
+            raise ValueError(f"{quote!r}: the value {x:g} sits at an end of its range {bounds}, where the check "
+                             "cannot fail: measure it where it can move (a harder task, a smaller k)")
     if expected is not None:
         if (rel is None) == (abs is None):
             raise ValueError("give exactly one of `rel` or `abs` with `expected`")
@@ -62,3 +73,42 @@ def claim(quote: str, value, expected: float | None = None, *, rel: float | None
                              "update the text or find what changed")
     print(f'✓ "{quote}": {x:.4g}')
     return x
+
+
+def claim_comparison(quote: str, comparison, expect: str) -> object:
+    """Back a comparative sentence ("A beats B", "no difference detected") with a paired comparison.
+
+    ``comparison`` comes from :func:`rlbook.compare` over paired seeds. ``expect`` is what the
+    sentence says:
+
+    * ``">"``: A is larger (the whole confidence interval of A − B lies above 0);
+    * ``"<"``: A is smaller (the interval lies below 0);
+    * ``"none"``: no difference detected at this scale (the interval contains 0; the text should
+      state the interval, which this prints).
+
+    Args:
+        quote: the text's words (verbatim, ≥ 3 characters), as for :func:`claim`.
+        comparison: a :class:`rlbook.stats.Comparison`.
+        expect: ">", "<" or "none".
+    Returns:
+        ``comparison`` (after printing ``✓ "quote": <the comparison's line>``).
+    Raises:
+        ValueError: a short quote, a ``comparison`` of the wrong type, or an unknown ``expect``.
+        AssertionError: the interval does not support the sentence (the message gives it).
+    """
+    from rlbook.stats import Comparison
+
+    if not isinstance(quote, str) or len(quote.strip()) < 3:
+        raise ValueError(f"`quote` must be the text's words (a string of ≥ 3 characters); got {quote!r}")
+    if not isinstance(comparison, Comparison):
+        raise ValueError(f"`comparison` must be an rl.compare(...) result; got {type(comparison).__name__}")
+    if expect not in (">", "<", "none"):
+        raise ValueError(f"`expect` must be '>', '<' or 'none'; got {expect!r}")
+    ok = {">": comparison.ci_low > 0, "<": comparison.ci_high < 0,
+          "none": comparison.ci_low <= 0 <= comparison.ci_high}[expect]
+    if not ok:
+        said = {">": "A > B", "<": "A < B", "none": "no difference detected"}[expect]
+        raise AssertionError(f"the text says {quote!r} ({said}) but this experiment gives {comparison}: "
+                             "update the text or find what changed")
+    print(f'✓ "{quote}": {comparison}')
+    return comparison
