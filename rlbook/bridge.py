@@ -42,7 +42,7 @@ differ little; a TRL run can forbid them in sampling with ``generation_kwargs={"
 [[i] for i in rl.lm.forbidden_token_ids(tok)]}``.
 
 Monitoring settings with no TRL counterpart are not mapped: ``log_ref_kl`` (TRL logs the KL only
-when β > 0), ``eval_every`` and ``eval_num_problems`` (use TRL's ``eval_strategy`` and an eval
+when β > 0), ``eval_every``, ``eval_steps`` and ``eval_num_problems`` (use TRL's ``eval_strategy`` and an eval
 data set).
 
 TRL is an optional dependency (``pip install "rlbook[trl]"``); this module imports it on use.

@@ -142,3 +142,17 @@ def test_train_grpo_runs_with_no_lower_clip_wide_clip_higher_and_sample_std():
                      (dict(advantage_std="biased"), "advantage_std")):
         with pytest.raises(ValueError, match=name):
             GRPOConfig(**kw)
+
+
+def test_eval_steps_add_evaluations_before_those_steps():
+    """eval_every=3 evaluates before steps 0 and 3 and at the end; eval_steps=(1, 2) adds steps 1 and 2,
+    each logged with the completions generated before it (4 prompts × G = 4 = 16 per step)."""
+    hist = train_grpo(tiny(), TOK, TASK, tiny_config(num_steps=4, eval_every=3, eval_steps=(2, 1), eval_num_problems=4),
+                      progress=False)
+    assert list(hist["eval_step"]) == [0, 1, 2, 3, 4]
+    assert list(hist["eval_completions"]) == [0, 16, 32, 48, 64]
+    only = train_grpo(tiny(), TOK, TASK, tiny_config(num_steps=2, eval_steps=(1,), eval_num_problems=4), progress=False)
+    assert list(only["eval_step"]) == [1, 2]  # eval_every=0: only the listed step and the end
+    for bad in ((-1,), (1.5,), 3, (True,)):
+        with pytest.raises(ValueError, match="eval_steps"):
+            tiny_config(eval_steps=bad)

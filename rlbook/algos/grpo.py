@@ -333,12 +333,14 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
     generator = torch.Generator().manual_seed(config.seed)
     forbidden, retired = forbidden_token_ids(tokenizer), set()
     history, start, generated = History(config=config), time.perf_counter(), 0
-    eval_problems = task.held_out_problems(config.eval_num_problems) if config.eval_every else None
+    evaluating = bool(config.eval_every or config.eval_steps)
+    eval_problems = task.held_out_problems(config.eval_num_problems) if evaluating else None
     bar = tqdm(range(config.num_steps), desc="GRPO", disable=not progress, mininterval=1.0)
     for step in bar:
         if config.max_completions is not None and generated >= config.max_completions:
             break
-        if eval_problems is not None and step % config.eval_every == 0:
+        if eval_problems is not None and ((config.eval_every and step % config.eval_every == 0)
+                                          or step in config.eval_steps):
             _log_eval(history, step, generated, policy, tokenizer, eval_problems, task, config)
         reset = config.ref_reset_every is not None and step > 0 and step % config.ref_reset_every == 0
         if reset:  # ProRL: the reference moves to the current policy; the optimiser starts afresh

@@ -119,6 +119,9 @@ class GRPOConfig:
             when ``kl_coef`` = 0 (one extra no-grad forward per step).
         eval_every: evaluate on ``task.held_out_problems(eval_num_problems)`` every this many
             steps (0 = never; costs time).
+        eval_steps: further steps (before that step's update) at which to evaluate, besides every
+            ``eval_every``-th: early points put a compute curve's first evaluations before its
+            midpoint (e.g. (1, 2, 3) with ``eval_every=5``).
         eval_num_problems: held-out problems per evaluation.
         seed: seeds prompt draws and sampling (a private torch.Generator).
         device: None = ``rl.get_device()``.
@@ -159,6 +162,7 @@ class GRPOConfig:
     max_grad_norm: float = 1.0
     log_ref_kl: bool = True
     eval_every: int = 0
+    eval_steps: tuple = ()
     eval_num_problems: int = 200
     seed: int = 0
     device: str | None = None
@@ -200,6 +204,10 @@ class GRPOConfig:
         _checks.check_in_range("gamma", self.gamma, 0.0, 1.0)
         _checks.check_in_range("overlong_cache_length", self.overlong_cache_length, 0, self.max_new_tokens)
         _checks.check_in_range("eval_every", self.eval_every, 0)
+        if not isinstance(self.eval_steps, (tuple, list)) or any(
+                isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.eval_steps):
+            raise ValueError(f"`eval_steps` must be a tuple of step numbers ≥ 0; got {self.eval_steps!r}")
+        self.eval_steps = tuple(sorted(set(self.eval_steps)))
         if self.retire_pass_rate is not None:
             _checks.check_in_range("retire_pass_rate", self.retire_pass_rate, 0.0, 1.0, high_inclusive=False)
         if not callable(self.advantage_estimator) and self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
