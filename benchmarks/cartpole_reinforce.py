@@ -7,6 +7,8 @@ medians over seeds, and as its LAST line one JSON object {variant: median env st
 
     python benchmarks/cartpole_reinforce.py                 # all variants, seeds 0 1 2
     python benchmarks/cartpole_reinforce.py --variants default rtg+mean --seeds 0 1 2 3 4
+    python benchmarks/cartpole_reinforce.py --variants vanilla rtg+mean default --seeds 0 1 2 3 4 5 6 7 8 9 --save
+        # and write every per-seed value to rlbook/data/cartpole_reinforce.json (chapter 3 compares from it)
 
 Env-step counts are deterministic given the seed; wall seconds depend on the machine and its load.
 Reference (measured on the same kind of 2-core machine): a plain REINFORCE with a mean baseline, 8 episodes
@@ -40,7 +42,9 @@ def median_or_none(values: list[int | None]) -> float | None:
     return None if med == float("inf") else med
 
 
-def run(variants: list[str], seeds: list[int], budget: int) -> dict[str, float | None]:
+def run(variants: list[str], seeds: list[int], budget: int, per_seed: dict | None = None) -> dict[str, float | None]:
+    """Train every variant on every seed; return the medians, and fill ``per_seed`` (if given) with
+    {variant: {"steps_to_475": [...], "wall_s": [...]}} in the order of ``seeds`` (None = not reached)."""
     torch.set_num_threads(1)
     rows, medians = [], {}
     print(f"{'variant':<13}{'seed':>5}{'steps to 475':>14}{'wall s':>9}")
@@ -56,6 +60,8 @@ def run(variants: list[str], seeds: list[int], budget: int) -> dict[str, float |
             walls.append(wall)
             print(f"{name:<13}{seed:>5}{(f'{n:,}' if n else f'> {budget:,}'):>14}{wall:>9.1f}", flush=True)
         medians[name] = median_or_none(steps)
+        if per_seed is not None:
+            per_seed[name] = {"steps_to_475": steps, "wall_s": [round(w, 1) for w in walls]}
         rows.append((name, medians[name], statistics.median(walls)))
     print("\nmedians over seeds", seeds)
     print(f"{'variant':<13}{'median steps':>14}{'median wall s':>15}")
@@ -69,8 +75,20 @@ def main(argv=None) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--budget", type=int, default=150_000, help="env-step budget per run")
+    parser.add_argument("--save", action="store_true", help="write rlbook/data/cartpole_reinforce.json (per-seed values)")
     args = parser.parse_args(argv)
-    medians = run(args.variants, args.seeds, args.budget)
+    per_seed: dict = {}
+    medians = run(args.variants, args.seeds, args.budget, per_seed)
+    if args.save:
+        from rlbook.config import BENCHMARK_RESULTS
+
+        record = {"seeds": args.seeds, "budget": args.budget, "threshold": 475, "window": 20,
+                  "variants": {name: dict(VARIANTS[name], **per_seed[name]) for name in args.variants},
+                  "command": "python benchmarks/cartpole_reinforce.py --variants " + " ".join(args.variants)
+                             + " --seeds " + " ".join(map(str, args.seeds)) + " --save"}
+        path = BENCHMARK_RESULTS / "cartpole_reinforce.json"
+        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"saved to {path}")
     print(json.dumps(medians))
 
 

@@ -155,7 +155,9 @@ value_fn = rl.fit_value_function(fit_batch, gamma=1.0, epochs=rl.by_size(small=3
 var_batch = rl.EpisodeBatcher(N_VAR, seed=3000).collect(lambda o: policy_mid.act(o, gen_var))
 print(f"policy after {snap.env_steps} env steps; its {N_VAR} evaluation episodes: mean return "
       f"{float(var_batch.episode_returns.mean()):.0f}")
-rl.claim("it averages about 350", var_batch.episode_returns.float().mean(), 350, rel=0.3)
+eval_mean, eval_low, eval_high = rl.mean_ci(var_batch.episode_returns.float().numpy())
+print(f"95 % interval of that mean over the {N_VAR} episodes: {eval_low:.0f} to {eval_high:.0f}")
+rl.claim("it averages about 350", eval_mean, 350, abs=max(eval_high - eval_mean, eval_mean - eval_low))
 
 estimators = {
     "vanilla R(τ)": ("total", "none"),
@@ -166,6 +168,12 @@ estimators = {
 }
 variance = {name: rl.gradient_variance(policy_mid, var_batch, kind, base, gamma=1.0, value_fn=value_fn)["variance"]
             for name, (kind, base) in estimators.items()}
+# The same single-episode estimates g_i, kept per episode so that the episodes can be resampled below.
+per_episode = {}
+for name, (kind, base) in estimators.items():
+    w = rl.reinforce_weights(var_batch, kind, 1.0)
+    b = rl.baseline_values(base, w, var_batch, policy=policy_mid, value_fn=value_fn)
+    per_episode[name] = rl.episode_gradients(policy_mid, var_batch, (w - b) * var_batch.mask).double().numpy()
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -184,14 +192,45 @@ ax.set_title("variance of the single-episode gradient estimate");
 
 # %% [markdown]
 # Rewards-to-go cut the variance about four-fold, and a baseline cuts it by a further factor of three to four.
-# The optimal constant beats the plain mean by construction (it minimises exactly this quantity among
-# constants); the learned $V(s)$ can match or beat it because it varies with the state. Which one learns fastest also depends
-# on how the variance is spread across directions, so we now train with each.
+# These are ratios measured on 64 episodes, so they carry sampling error: the cell below resamples the
+# episodes (a bootstrap: the policy and the fitted $V$ stay fixed, the 64 per-episode estimates are drawn
+# with replacement) and prints a 95 % interval for each ratio. The claims' tolerances are those intervals.
+# Every interval of the first four rows lies above 1, so the ordering vanilla > rewards-to-go > rewards-to-go
+# with any baseline is measured, not only expected. Among the baselines, the optimal constant minimises the
+# second moment among constants by construction, and the learned $V(s)$ can vary with the state, yet on this
+# policy the three are within sampling error of one another (the last three rows: every interval contains 1):
+# no difference detected at this scale. Which one *learns* fastest also depends on how the variance is spread
+# across directions, so we then train with each.
 #
 # %%
-rl.claim("cut the variance about four-fold", variance["vanilla R(τ)"] / variance["rewards-to-go"], 4, rel=0.4)
-best_baseline = min(variance["rewards-to-go − mean"], variance["rewards-to-go − optimal b*"], variance["rewards-to-go − V(s)"])
-rl.claim("a further factor of three to four", variance["rewards-to-go"] / best_baseline, low=2.5, high=5);
+def variance_ratio(a, b):
+    """Statistic for rl.bootstrap_ci: total variance of estimator a over that of b, on resampled episodes."""
+    def stat(idx, axis=-1):
+        rows = np.atleast_2d(idx).astype(int)
+        out = [per_episode[a][r].var(0, ddof=1).sum() / per_episode[b][r].var(0, ddof=1).sum() for r in rows]
+        return np.asarray(out).reshape(np.shape(idx)[:-1])
+    return stat
+
+
+episodes = np.arange(N_VAR)
+ratio_ci = {}
+for a, b in [("vanilla R(τ)", "rewards-to-go"), ("rewards-to-go", "rewards-to-go − mean"),
+             ("rewards-to-go", "rewards-to-go − optimal b*"), ("rewards-to-go", "rewards-to-go − V(s)"),
+             ("rewards-to-go − mean", "rewards-to-go − optimal b*"), ("rewards-to-go − mean", "rewards-to-go − V(s)"),
+             ("rewards-to-go − optimal b*", "rewards-to-go − V(s)")]:
+    ratio_ci[a, b] = rl.bootstrap_ci(episodes, variance_ratio(a, b), n_resamples=2000)
+    print(f"variance of {a:<27} / {b:<27} = {ratio_ci[a, b][0]:5.2f}  (95 % interval {ratio_ci[a, b][1]:.2f} to {ratio_ci[a, b][2]:.2f})")
+
+# %%
+four_fold = ratio_ci["vanilla R(τ)", "rewards-to-go"]
+rl.claim("cut the variance about four-fold", four_fold[0], 4, abs=max(four_fold[2] - four_fold[0], four_fold[0] - four_fold[1]))
+best_name = min(["rewards-to-go − mean", "rewards-to-go − optimal b*", "rewards-to-go − V(s)"], key=variance.get)
+further = ratio_ci["rewards-to-go", best_name]
+rl.claim("a further factor of three to four", further[0], low=3 - (further[0] - further[1]), high=4 + (further[2] - further[0]))
+rl.claim("Every interval of the first four rows lies above 1", min(ci[1] for ci in list(ratio_ci.values())[:4]), low=1.0)
+for pair in list(ratio_ci)[4:]:
+    rl.claim("every interval contains 1", ratio_ci[pair][1], high=1.0)  # lower end ≤ 1 ...
+    rl.claim("every interval contains 1", ratio_ci[pair][2], low=1.0);  # ... and upper end ≥ 1
 
 # %% [markdown]
 # **Unbiasedness on CartPole.** Chapter 2 proved the baseline adds no bias by enumeration on a small MDP. Here
@@ -214,24 +253,28 @@ assert abs(z_score) < 4
 # Now the real test. `rl.train_reinforce` runs the loop of 3.1: collect `episodes_per_batch` complete
 # episodes with the current policy (`rl.EpisodeBatcher` steps only the environments still running, so every
 # env step counted is a step taken), compute the weights, the baseline and the surrogate, and take one Adam
-# step. The default configuration is the best variant we found (see `benchmarks/cartpole_reinforce.py`):
+# step. The default configuration uses rewards-to-go with $\gamma = 0.99$, the learned value baseline, and
+# advantages standardised within each batch (`benchmarks/cartpole_reinforce.py` compares it with the other
+# variants):
 
 # %%
 print(rl.ReinforceConfig())
 
 # %% [markdown]
-# We train the best variant on three seeds, and the plain estimators for comparison. The learning target,
-# as in the field's benchmarks: the mean return of the last 20 episodes reaches **475**.
+# We train the default variant on three seeds and, to show their curves, two plain estimators on seed 0:
+# rewards-to-go with the batch-mean baseline ($\gamma = 0.99$, no standardisation) and the vanilla estimator
+# ($\gamma = 1$). The learning target, as in the field's benchmarks: the mean return of the last 20 episodes
+# reaches **475**.
 
 # %%
 STEPS = rl.by_size(small=60_000, full=150_000)
 SEEDS = [0, 1, 2]
 variants = {
-    "rewards-to-go − V(s) (default)": dict(),
-    "rewards-to-go − mean": dict(baseline="mean", normalize_advantages=False),
+    "default": dict(),
+    "rewards-to-go − mean, γ = 0.99": dict(baseline="mean", normalize_advantages=False),
     "vanilla R(τ)": dict(return_kind="total", baseline="none", normalize_advantages=False, gamma=1.0),
 }
-runs_per_variant = rl.by_size(small={"rewards-to-go − V(s) (default)": SEEDS, "rewards-to-go − mean": [0], "vanilla R(τ)": [0]},
+runs_per_variant = rl.by_size(small={"default": SEEDS, "rewards-to-go − mean, γ = 0.99": [0], "vanilla R(τ)": [0]},
                               full={k: SEEDS for k in variants})
 histories = {}
 start = time.perf_counter()
@@ -241,14 +284,14 @@ for name, overrides in variants.items():
 print(f"trained {sum(len(v) for v in histories.values())} runs in {time.perf_counter() - start:.0f} s")
 
 # %%
-best = histories["rewards-to-go − V(s) (default)"]
+best = histories["default"]
 steps_to_475 = [h.steps_to_threshold(475, window=20) for h in best]
 for s, h, n in zip(SEEDS, best, steps_to_475):
     r = h.rolling_returns(20)
     after = r[h.episode_end_steps.index(n):] if n is not None else r[-1:]
     print(f"seed {s}: rolling-20 ≥ 475 after {n} env steps; lowest rolling-20 afterwards {after.min():.0f}; "
           f"final {h.final_rolling_return(20):.0f}")
-for name in ("rewards-to-go − mean", "vanilla R(τ)"):
+for name in ("rewards-to-go − mean, γ = 0.99", "vanilla R(τ)"):
     h = histories[name][0]
     print(f"{name} (seed 0): steps to 475 = {h.steps_to_threshold(475, 20)}, final rolling-20 {h.final_rolling_return(20):.0f}")
 assert all(n is not None for n in steps_to_475), "REINFORCE must reach a rolling-20 return of 475 on every seed"
@@ -265,9 +308,17 @@ ax.set_ylim(0, 520)
 ax.legend(fontsize=7, loc="lower right");
 
 # %% [markdown]
-# The plain estimator with the full return learns, but slowly and noisily (the printout shows how far it got
-# within this budget). Rewards-to-go with a baseline reaches 475 in a few tens of thousands of env steps, and in
-# these runs its rolling return stays above 400 afterwards (checked below). For scale, two reference points
+# In these runs the default variant reaches 475 in a few tens of thousands of env steps on each of its three
+# seeds, and its rolling return stays above 400 afterwards (checked below); the printout shows how far the
+# vanilla estimator got on seed 0 within this budget. One seed per variant illustrates; it cannot rank the
+# variants. Ten paired seeds can: `benchmarks/cartpole_reinforce.py` trained the three variants on seeds
+# 0–9 with a budget of 150,000 env steps each, and the cells below print its saved table and the paired
+# comparisons (seed $k$ of every variant shares its environment seeds and initial weights). A run that never
+# reached 475 counts as 150,000 steps, which understates the vanilla estimator's steps and so the gap.
+# Rewards-to-go with either baseline needs fewer env steps than the vanilla estimator, which reached 475 on
+# only 4 of the 10 seeds. Between the default variant and rewards-to-go with the batch-mean baseline there is
+# no difference detected at this scale: the interval of the paired difference contains 0, and its spread
+# says how many seeds a difference of 5,000 steps would need. For scale, two reference points
 # measured on the same kind of 2-core machine (median over three seeds): a minimal REINFORCE with a mean
 # baseline, 8 episodes per update, a 4-64-2 network and Adam at 0.01 (Williams 1992; the "simplest policy
 # gradient" of Achiam 2018, *Spinning Up*) needs about 67,000 env steps; the PPO of Stable-Baselines3 with its
@@ -281,6 +332,31 @@ lowest_after = min(float(h.rolling_returns(20)[h.episode_end_steps.index(n):].mi
 rl.claim("stays above 400 afterwards", lowest_after, low=400)
 
 # %%
+bench = rl.benchmark_results("cartpole_reinforce")  # saved by the command it prints
+print(bench["command"], f"(budget {bench['budget']:,} env steps per run)")
+labels = {"vanilla": "vanilla R(τ)", "rtg+mean": "rewards-to-go − mean, γ = 0.99", "default": "default"}
+print(f"{'seed':<32}" + "".join(f"{k:>8}" for k in bench["seeds"]) + f"{'median':>10}")
+steps_by_variant = {}
+for key, label in labels.items():
+    raw = bench["variants"][key]["steps_to_475"]
+    steps_by_variant[key] = [n if n is not None else bench["budget"] for n in raw]  # never reached: the budget
+    cells = "".join(f"{n / 1000:>7.1f}k" if n is not None else f"{'never':>8}" for n in raw)
+    median = np.median(steps_by_variant[key])
+    print(f"{label:<32}{cells}" + (f"{median / 1000:>9.1f}k" if median < bench["budget"] else f"{'never':>10}"))
+short = {"vanilla": "vanilla", "rtg+mean": "mean baseline", "default": "default"}  # names in the comparisons
+versus_vanilla = [rl.compare(steps_by_variant[k], steps_by_variant["vanilla"], names=(short[k], "vanilla"))
+                  for k in ("default", "rtg+mean")]
+default_vs_mean = rl.compare(steps_by_variant["default"], steps_by_variant["rtg+mean"], names=("default", "mean baseline"))
+
+# %%
+for comparison in versus_vanilla:
+    rl.claim_comparison("Rewards-to-go with either baseline needs fewer env steps than the vanilla estimator", comparison, "<")
+rl.claim("on only 4 of the 10 seeds", sum(n is not None for n in bench["variants"]["vanilla"]["steps_to_475"]), 4, abs=0)
+rl.claim_comparison("no difference detected at this scale", default_vs_mean, "none")
+print(f"paired seeds needed to detect a 5,000-step difference at this spread (power 0.8): "
+      f"{rl.seeds_needed(5000, default_vs_mean.sd_diff)}")
+
+# %%
 rl.report_headline(f"REINFORCE: 475 reached after {median_steps:,} env steps (median of 3 seeds)")
 
 # %% [markdown]
@@ -289,13 +365,15 @@ rl.report_headline(f"REINFORCE: 475 reached after {median_steps:,} env steps (me
 # * REINFORCE estimates $\nabla J$ from sampled episodes (3.1); code builds a surrogate loss (3.2) whose gradient
 #   is the estimate. Its value is not the objective.
 # * Rewards-to-go drop rewards an action could not influence (3.3); baselines subtract an action-independent
-#   $b(s)$ (3.4). Neither changes the expected gradient; both reduce variance — measured here as roughly
-#   vanilla > rewards-to-go > rewards-to-go with any baseline.
-# * The variance-optimal constant baseline is $b^\star=\mathbb E[\|u\|^2R]/\mathbb E\|u\|^2$ (3.5); a learned $V(s)$ goes
-#   further, and $\hat R_t - V(s_t)$ is an advantage estimate.
+#   $b(s)$ (3.4). Neither changes the expected gradient; both reduce variance — measured here on one policy, with
+#   95 % bootstrap intervals over 64 episodes, as vanilla > rewards-to-go > rewards-to-go with any baseline; the
+#   three baselines showed no difference detected at this scale.
+# * The variance-optimal constant baseline is $b^\star=\mathbb E[\|u\|^2R]/\mathbb E\|u\|^2$ (3.5); a learned $V(s)$ may
+#   vary with the state, and $\hat R_t - V(s_t)$ is an advantage estimate.
 # * REINFORCE is weighted SFT: with 0/1 weights it is exactly fine-tuning on the good samples (checked).
 # * With rewards-to-go, a learned baseline and $\gamma=0.99$, REINFORCE solves CartPole-v1 in a few tens of
-#   thousands of env steps.
+#   thousands of env steps. Over ten paired seeds, rewards-to-go with a baseline (learned or batch mean) needs
+#   fewer env steps than the vanilla estimator; between the two baselines, no difference was detected.
 #
 # ## Exercises
 #
@@ -368,12 +446,13 @@ assert abs(float(bandit_ex.exact_optimal_baseline(z0)) - float(bandit_ex.expecte
 #
 # With a fixed budget of env steps, a batch of $N$ episodes buys one update whose gradient noise falls like
 # $1/\sqrt N$ (§2.6); $N$ times smaller batches buy $N$ times more updates, each noisier. Counted in *updates*,
-# larger batches always win: every step is better informed. Counted in *env steps*, small batches often win on
-# an easy task like CartPole, because many cheap, noisy steps make more progress than a few precise ones — as
-# long as the noise does not destabilise training. The advantage normalisation and Adam of the default
-# configuration help with that: they keep the step size of a one-episode update in check. Where the balance
-# lies is an empirical question; the cell runs the experiment at the full size (it takes a few minutes) and
-# prints both counts.
+# larger batches should need fewer: every step is better informed. Counted in *env steps*, small batches can
+# need fewer on an easy task like CartPole, because many cheap, noisy steps may make more progress than a few
+# precise ones — as long as the noise does not destabilise training. The advantage normalisation and Adam of
+# the default configuration help with that: they keep the step size of a one-episode update in check. Where
+# the balance lies is an empirical question; the cell runs the experiment at the full size on seed 0 (it takes
+# a few minutes) and prints both counts. One seed is one draw: to rank the batch sizes, repeat it over paired
+# seeds and compare as in §3.6.
 
 # %% tags=["solution"]
 if SIZE == "full":
@@ -393,10 +472,11 @@ else:
 # this action is concerned. So $\gamma = 1$ raises the variance of the gradient, which the cell measures on
 # the batch of §3.5 (rewards-to-go, no baseline, so that no value function has to be refitted). The price of
 # $\gamma < 1$ is a bias: the gradient optimises the discounted objective, which undervalues the far future.
-# On CartPole that bias is harmless (a pole that is balanced now is likely to stay balanced). The effect on
-# learning speed is smaller than the variance ratio suggests and can go either way on a single seed: the
-# learned baseline and the normalised advantages of the default variant already remove much of the extra
-# noise of $\gamma = 1$. Compare several seeds before concluding; the full size trains one run with $\gamma = 1$.
+# On CartPole that bias is likely harmless (a pole that is balanced now is likely to stay balanced). The effect
+# on learning speed need not follow the variance ratio and can go either way on a single seed: the learned
+# baseline and the normalised advantages of the default variant already remove much of the extra noise of
+# $\gamma = 1$. The full size trains one run with $\gamma = 1$, which illustrates and does not rank; compare
+# over paired seeds (§3.6) before concluding.
 
 # %% tags=["solution"]
 var_by_gamma = {g: rl.gradient_variance(policy_mid, var_batch, "rewards_to_go", "none", gamma=g)["variance"]
