@@ -529,3 +529,502 @@ def test_grpo_recipe_table_has_no_recipe_without_a_pinned_reference():
     dapo, magistral = GRPOConfig.recipe("dapo"), GRPOConfig.recipe("magistral")
     assert dapo.loss_aggregation == magistral.loss_aggregation == "token_mean"  # Magistral inherits DAPO's token-level loss
     assert GRPOConfig.recipe("dapo", kl_coef=0.1).kl_coef == 0.1  # overrides on top
+
+
+# ============================================================================= PPOConfig
+
+from rlbook.algos import ppo as ppo_module  # noqa: E402
+from rlbook.algos import reinforce as reinforce_module  # noqa: E402
+from rlbook.algos import trpo as trpo_module  # noqa: E402
+from rlbook.algos.ppo import PPOConfig, ppo_minibatch_step, train_ppo  # noqa: E402
+from rlbook.algos.reinforce import CategoricalMLPPolicy, ReinforceConfig, train_reinforce  # noqa: E402
+from rlbook.algos.trpo import TRPOConfig, train_trpo, trpo_policy_update  # noqa: E402
+from rlbook.envs.cartpole import EpisodeBatcher  # noqa: E402
+from rlbook.nets import ActorCritic, mlp  # noqa: E402
+
+
+def _actor_critic(seed=0):
+    torch.manual_seed(seed)
+    model = ActorCritic(4, 3, (16, 16)).double()
+    with torch.no_grad():  # a non-uniform policy (the default init is almost uniform)
+        model.actor[-1].weight.mul_(100.0)
+    return model
+
+
+def _minibatch(model, m=32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(m, 4, generator=g, dtype=DT)
+    actions = torch.randint(0, 3, (m,), generator=g)
+    with torch.no_grad():
+        lp = torch.log_softmax(model.logits(obs), -1).gather(-1, actions[:, None]).squeeze(-1)
+        values = model.value(obs)
+    return {"obs": obs, "actions": actions, "old_log_probs": lp + 0.3 * torch.randn(m, generator=g, dtype=DT),
+            "old_values": values + 0.2 * torch.randn(m, generator=g, dtype=DT),
+            "advantages": torch.randn(m, generator=g, dtype=DT), "returns": torch.randn(m, generator=g, dtype=DT)}
+
+
+def _ppo_loss_by_hand(model, mb, c):
+    """−mean min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â) + vf·mean ½max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²) − ent·H."""
+    logits = model.logits(mb["obs"])
+    log_p = torch.log_softmax(logits, -1)
+    lp = log_p.gather(-1, mb["actions"][:, None]).squeeze(-1)
+    adv = mb["advantages"]
+    if c.norm_advantages:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = torch.exp(lp - mb["old_log_probs"])
+    high = c.clip_eps_low if c.clip_eps_high is None else c.clip_eps_high
+    policy = -torch.minimum(ratio * adv, ratio.clamp(1 - c.clip_eps_low, 1 + high) * adv).mean()
+    v = model.value(mb["obs"])
+    plain = (v - mb["returns"]) ** 2
+    if c.clip_value_eps is None:
+        value = (0.5 * plain).mean()
+    else:
+        v_clip = mb["old_values"] + (v - mb["old_values"]).clamp(-c.clip_value_eps, c.clip_value_eps)
+        value = (0.5 * torch.maximum(plain, (v_clip - mb["returns"]) ** 2)).mean()
+    entropy = -(log_p.exp() * log_p).sum(-1).mean()
+    return policy + c.vf_coef * value - c.ent_coef * entropy, policy, value
+
+
+@pytest.mark.parametrize("fields", [
+    dict(clip_eps_low=0.1, clip_eps_high=0.3, clip_value_eps=0.05),
+    dict(clip_eps_low=0.3, clip_eps_high=0.1, clip_value_eps=0.02),
+])
+def test_ppo_minibatch_step_with_an_asymmetric_band_and_a_clipped_value_loss(fields):
+    """Δθ = −lr·∇L of the written-out loss with both ends of the band and the PPO2 value clip
+    active; swapping ε_low/ε_high or dropping the value clip changes the loss (checked)."""
+    c = PPOConfig(vf_coef=0.7, ent_coef=0.05, max_grad_norm=None, target_kl=None, **fields)
+    model = _actor_critic()
+    mb = _minibatch(model)
+    before = copy.deepcopy(model)
+    loss, policy, value = _ppo_loss_by_hand(before, mb, c)
+    for other in (dict(clip_eps_low=c.clip_eps_high, clip_eps_high=c.clip_eps_low), dict(clip_value_eps=None)):
+        assert abs(float(_ppo_loss_by_hand(before, mb, dataclasses.replace(c, **other))[0] - loss)) > 1e-4, other
+    grads = torch.autograd.grad(loss, list(before.parameters()))
+    out = ppo_minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.05), mb, c)
+    torch.testing.assert_close(out["policy_loss"], policy.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out["value_loss"], value.detach(), rtol=1e-12, atol=1e-12)
+    step = flat(model) - flat(before)
+    torch.testing.assert_close(step, -0.05 * torch.cat([g.reshape(-1) for g in grads]), rtol=1e-9, atol=1e-12)
+
+
+def hand_gae_rows(rollout, gamma, lam):
+    """(N, T) advantages by rlbook.reference.gae_loop (an explicit forward sum), one env at a time."""
+    rows = [ref.gae_loop(*(x[i].tolist() for x in (rollout.rewards, rollout.values, rollout.next_values,
+                                                   rollout.terminated, rollout.truncated)), gamma, lam)[0]
+            for i in range(rollout.rewards.shape[0])]
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def _spy(monkeypatch, module, name, record):
+    real = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        out = real(*args, **kwargs)
+        record.append((args, kwargs, out))
+        return out
+
+    monkeypatch.setattr(module, name, wrapper)
+
+
+@pytest.mark.parametrize("schedule", ["linear", "constant"])
+def test_train_ppo_gae_lr_schedule_rollout_shape_network_and_clip_fraction(monkeypatch, schedule):
+    """γ = 0.9, λ = 0.5 (their swap changes the advantages), lr 3e-2 on its schedule (the value the
+    optimiser holds during the update, not only the logged one), num_envs × num_steps rollouts,
+    hidden_sizes / activation of both networks, and clip_fraction over the asymmetric band."""
+    rollouts, updates = [], []
+    _spy(monkeypatch, ppo_module, "collect_rollout", rollouts)
+    real_update = ppo_module.ppo_update
+
+    def update(model, optimizer, batch, config, generator):
+        updates.append((optimizer.param_groups[0]["lr"], {k: v.clone() for k, v in batch.items()}))
+        return real_update(model, optimizer, batch, config, generator)
+
+    monkeypatch.setattr(ppo_module, "ppo_update", update)
+    c = PPOConfig(total_env_steps=96, num_envs=3, num_steps=16, gamma=0.9, gae_lambda=0.5, lr=3e-2, lr_schedule=schedule,
+                  clip_eps_low=0.05, clip_eps_high=0.5, num_epochs=3, minibatch_size=16, hidden_sizes=(8,),
+                  activation="relu", target_kl=None)
+    hist = train_ppo(c, progress=False)
+    want_lr = [3e-2, 1.5e-2] if schedule == "linear" else [3e-2, 3e-2]
+    np.testing.assert_allclose(hist["lr"], want_lr, rtol=1e-12)
+    assert [lr for lr, _ in updates] == pytest.approx(want_lr, rel=1e-12)
+    for (args, _, rollout), (_, batch) in zip(rollouts, updates):
+        assert rollout.obs.shape == (3, 16, 4) and args[-1] == 16
+        adv = hand_gae_rows(rollout, 0.9, 0.5)
+        torch.testing.assert_close(batch["advantages"], adv.reshape(-1), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(batch["returns"], (adv + rollout.values).reshape(-1), rtol=1e-5, atol=1e-5)
+        swapped = hand_gae_rows(rollout, 0.5, 0.9)
+        assert not torch.allclose(swapped, adv, atol=1e-3)
+    model = hist.model
+    for net, out in ((model.actor, 2), (model.critic, 1)):
+        assert [type(m).__name__ for m in net] == ["Linear", "ReLU", "Linear"]
+        assert (net[0].in_features, net[0].out_features, net[2].out_features) == (4, 8, out)
+    batch = updates[-1][1]
+    with torch.no_grad():
+        lp = torch.log_softmax(model.logits(batch["obs"]), -1).gather(-1, batch["actions"][:, None]).squeeze(-1)
+    ratio = torch.exp(lp - batch["old_log_probs"])
+    want = ((ratio < 0.95) | (ratio > 1.5)).float().mean()
+    assert 0 < float(want) and float(((ratio < 0.5) | (ratio > 1.05)).float().mean()) != float(want)
+    assert hist["clip_fraction"][-1] == pytest.approx(float(want), abs=1e-7)
+
+
+def _stops_at_first_crossing(hist, threshold, window, updates_seen):
+    """The run stopped after the first update whose episodes so far reach a full-window rolling mean ≥ threshold."""
+    ends = np.asarray(hist.episode_end_steps)
+    returns = np.asarray(hist.episode_returns, dtype=float)
+    reached = []
+    for env_steps in updates_seen:
+        r = returns[ends <= env_steps]
+        reached.append(len(r) >= window and any(r[i - window + 1: i + 1].mean() >= threshold
+                                                  for i in range(window - 1, len(r))))
+    assert reached[-1] and not any(reached[:-1]), reached
+
+
+def test_train_ppo_and_trpo_stop_at_return_over_stop_window():
+    for train, config in ((train_ppo, PPOConfig(total_env_steps=4096, num_envs=2, num_steps=32, num_epochs=1,
+                                                minibatch_size=64, stop_at_return=30.0, stop_window=3, seed=1)),
+                          (train_trpo, TRPOConfig(total_env_steps=4096, num_envs=2, num_steps=32, critic_epochs=1,
+                                                  stop_at_return=30.0, stop_window=3, seed=1))):
+        hist = train(config, progress=False)
+        assert hist["env_steps"][-1] < 4096  # it stopped early
+        _stops_at_first_crossing(hist, 30.0, 3, hist["env_steps"])
+        # the window matters: over 20 episodes the same threshold is reached later (or never)
+        longer = train(dataclasses.replace(config, stop_window=20), progress=False)
+        assert longer["env_steps"][-1] > hist["env_steps"][-1]
+
+
+def test_train_ppo_trpo_and_reinforce_seed_changes_the_run():
+    runs = {
+        "ppo": lambda s: train_ppo(PPOConfig(seed=s, total_env_steps=64, num_envs=2, num_steps=32, num_epochs=1,
+                                             minibatch_size=64), progress=False)["loss"],
+        "trpo": lambda s: train_trpo(TRPOConfig(seed=s, total_env_steps=64, num_envs=2, num_steps=32, critic_epochs=1),
+                                     progress=False)["value_loss"],
+        "reinforce": lambda s: train_reinforce(ReinforceConfig(seed=s, total_env_steps=1, episodes_per_batch=2,
+                                                               hidden_sizes=(8,)), progress=False)["loss"],
+    }
+    for name, run in runs.items():
+        a, b = run(0), run(1)
+        np.testing.assert_array_equal(a, run(0))
+        assert not np.array_equal(a, b), name
+
+
+@pytest.mark.parametrize("which", ["grpo", "ppo", "trpo", "reinforce", "sft"])
+def test_every_trainer_asks_for_its_configured_device(monkeypatch, which):
+    asked = []
+    module = {"grpo": grpo_module, "ppo": ppo_module, "trpo": trpo_module, "reinforce": reinforce_module,
+              "sft": rl.lm.sft}[which]
+    real = module.get_device
+    monkeypatch.setattr(module, "get_device", lambda d=None: asked.append(d) or real(d))
+    run = {
+        "grpo": lambda: train_grpo(tiny(dtype=torch.float32), TOK, StubTask(), cfg(num_steps=1, device="cpu"), progress=False),
+        "ppo": lambda: train_ppo(PPOConfig(total_env_steps=64, num_envs=2, num_steps=32, num_epochs=1, minibatch_size=64,
+                                           device="cpu"), progress=False),
+        "trpo": lambda: train_trpo(TRPOConfig(total_env_steps=64, num_envs=2, num_steps=32, critic_epochs=1, device="cpu"),
+                                   progress=False),
+        "reinforce": lambda: train_reinforce(ReinforceConfig(total_env_steps=1, episodes_per_batch=2, device="cpu"),
+                                             progress=False),
+        "sft": lambda: rl.lm.train_sft(tiny(dtype=torch.float32), TOK, AdditionTask(),
+                                       rl.lm.SFTConfig(num_steps=1, batch_size=4, device="cpu"), progress=False),
+    }[which]
+    run()
+    assert asked == ["cpu"]
+
+
+# ============================================================================= TRPOConfig
+
+
+def _trpo_problem(seed=0):
+    torch.manual_seed(seed)
+    actor = mlp([4, 5, 3]).double()
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(64, 4, generator=g, dtype=DT)
+    actions = torch.randint(0, 3, (64,), generator=g)
+    adv = 100 * torch.randn(64, generator=g, dtype=DT)  # ‖g‖² ≫ CG's absolute tolerance 1e-10: CG solves exactly
+    return actor, obs, actions, adv
+
+
+def _trpo_by_hand(actor, obs, actions, adv, c):
+    """The TRPO step from explicit matrices: g = ∇ mean(ρÂ), A = F + damping·I with F the Hessian of
+    the mean KL (autograd), x = A⁻¹g (or, for cg_iters = 1, CG's first iterate (gᵀg/gᵀAg)·g),
+    s = √(2δ/xᵀAx)·x; then the line search replayed: θ₀ + βᵏs for k < max_backtracks, the first
+    with KL ≤ δ, ΔL > 0 and ΔL ≥ accept_ratio·βᵏ·gᵀs."""
+    theta0 = torch.nn.utils.parameters_to_vector(actor.parameters()).detach()
+    with torch.no_grad():
+        old_logits = actor(obs)
+        old_lp = old_logits.log_softmax(-1).gather(-1, actions[:, None]).squeeze(-1)
+
+    names, shapes = [n for n, _ in actor.named_parameters()], [p.shape for p in actor.parameters()]
+
+    def forward(theta):
+        pieces = torch.split(theta, [math.prod(shape) for shape in shapes])
+        return torch.func.functional_call(actor, {n: t.reshape(shape) for n, t, shape in zip(names, pieces, shapes)}, (obs,))
+
+    def surrogate(theta):
+        lp = forward(theta).log_softmax(-1).gather(-1, actions[:, None]).squeeze(-1)
+        return (torch.exp(lp - old_lp) * adv).mean()
+
+    def mean_kl(theta):
+        p_old = old_logits.softmax(-1)
+        return (p_old * (old_logits.log_softmax(-1) - forward(theta).log_softmax(-1))).sum(-1).mean()
+
+    g = torch.autograd.functional.jacobian(surrogate, theta0)
+    A = torch.autograd.functional.hessian(mean_kl, theta0) + c.damping * torch.eye(len(theta0), dtype=DT)
+    x = (g @ g) / (g @ A @ g) * g if c.cg_iters == 1 else torch.linalg.solve(A, g)
+    s = torch.sqrt(2 * c.max_kl / (x @ A @ x)) * x
+    expected = float(g @ s)
+    f0 = float(surrogate(theta0))
+    theta, accepted, k_used = theta0, False, c.max_backtracks
+    for k in range(c.max_backtracks):
+        cand = theta0 + c.backtrack_coef ** k * s
+        gain = float(surrogate(cand)) - f0
+        if float(mean_kl(cand)) <= c.max_kl and gain > 0 and gain >= c.accept_ratio * c.backtrack_coef ** k * expected:
+            theta, accepted, k_used = cand, True, k
+            break
+    return dict(expected=expected, step_norm=float(s.norm()), theta=theta, accepted=accepted, backtracks=k_used,
+                kl=float(mean_kl(theta)))
+
+
+TRPO_CASES = [
+    dict(max_kl=0.003, damping=0.3, cg_iters=1),
+    dict(max_kl=0.003, damping=0.3, cg_iters=200),
+    dict(max_kl=2.0, damping=0.05, cg_iters=200, backtrack_coef=0.5, max_backtracks=10, accept_ratio=0.1),
+    dict(max_kl=2.0, damping=0.05, cg_iters=200, backtrack_coef=0.5, max_backtracks=10, accept_ratio=0.9),
+    dict(max_kl=2.0, damping=0.05, cg_iters=200, backtrack_coef=0.3, max_backtracks=10, accept_ratio=0.1),
+    # 4 backtracks are needed (case above), only k = 0 … 3 are tried: the step is rejected
+    dict(max_kl=2.0, damping=0.05, cg_iters=200, backtrack_coef=0.5, max_backtracks=4, accept_ratio=0.9),
+]
+
+
+@pytest.mark.parametrize("fields", TRPO_CASES, ids=lambda f: "-".join(f"{k}={v}" for k, v in f.items()))
+def test_trpo_policy_update_is_the_damped_natural_step_at_max_kl_and_the_configured_line_search(fields):
+    c = TRPOConfig(**fields)
+    actor, obs, actions, adv = _trpo_problem()
+    want = _trpo_by_hand(copy.deepcopy(actor), obs, actions, adv, c)
+    got = trpo_policy_update(actor, obs, actions, adv, c)
+    assert got["expected_improvement"] == pytest.approx(want["expected"], rel=1e-6)
+    assert got["step_norm"] == pytest.approx(want["step_norm"], rel=1e-6)
+    assert (got["backtracks"], bool(got["step_accepted"])) == (want["backtracks"], want["accepted"])
+    torch.testing.assert_close(torch.nn.utils.parameters_to_vector(actor.parameters()).detach(), want["theta"],
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_trpo_cases_have_power():
+    """Each line-search and step field, put back to its default in some case above, changes the
+    outcome (the expected improvement, the backtracks, acceptance or the new parameters)."""
+    default, changed = TRPOConfig(), set()
+    actor, obs, actions, adv = _trpo_problem()
+    for fields in TRPO_CASES:
+        c = TRPOConfig(**fields)
+        want = _trpo_by_hand(copy.deepcopy(actor), obs, actions, adv, c)
+        for name in fields:
+            other = _trpo_by_hand(copy.deepcopy(actor), obs, actions, adv, dataclasses.replace(c, **{name: getattr(default, name)}))
+            if (abs(other["expected"] - want["expected"]) > 1e-6 * abs(want["expected"])
+                    or (other["backtracks"], other["accepted"]) != (want["backtracks"], want["accepted"])
+                    or not torch.allclose(other["theta"], want["theta"])):
+                changed.add(name)
+    assert changed == {"max_kl", "damping", "cg_iters", "backtrack_coef", "max_backtracks", "accept_ratio"}
+
+
+@pytest.mark.parametrize("norm_advantages", [False, True])
+def test_train_trpo_gae_advantages_and_the_critic_fit(monkeypatch, norm_advantages):
+    """γ = 0.9, λ = 0.5 GAE (standardised or not) reaches the policy step; the critic is fitted by
+    critic_epochs × ⌈batch/critic_minibatch_size⌉ Adam steps at critic_lr; the networks have the
+    configured hidden sizes and activation."""
+    rollouts, policy_calls, adams = [], [], []
+    _spy(monkeypatch, trpo_module, "collect_rollout", rollouts)
+    _spy(monkeypatch, trpo_module, "trpo_policy_update", policy_calls)
+    real_adam = torch.optim.Adam
+
+    class CountingAdam(real_adam):
+        def __init__(self, params, lr=1e-3, **kw):
+            super().__init__(params, lr=lr, **kw)
+            self.steps, self.lr = 0, lr
+            adams.append(self)
+
+        def step(self, closure=None):
+            self.steps += 1
+            return super().step(closure)
+
+    monkeypatch.setattr(torch.optim, "Adam", CountingAdam)
+    c = TRPOConfig(total_env_steps=48, num_envs=3, num_steps=16, gamma=0.9, gae_lambda=0.5, critic_lr=0.02,
+                   critic_epochs=3, critic_minibatch_size=20, norm_advantages=norm_advantages, hidden_sizes=(8,),
+                   activation="relu")
+    hist = train_trpo(c, progress=False)
+    (args, _, rollout), = rollouts
+    assert rollout.obs.shape == (3, 16, 4) and args[-1] == 16
+    adv = hand_gae_rows(rollout, 0.9, 0.5).reshape(-1)
+    if norm_advantages:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    (call_args, _, _), = policy_calls
+    torch.testing.assert_close(call_args[3], adv, rtol=1e-5, atol=1e-5)
+    assert call_args[4] is c
+    (critic_opt,) = adams
+    assert critic_opt.lr == 0.02 and critic_opt.steps == 3 * 3  # 48 transitions in minibatches of 20, 20, 8
+    for net, out in ((hist.model.actor, 2), (hist.model.critic, 1)):
+        assert [type(m).__name__ for m in net] == ["Linear", "ReLU", "Linear"]
+        assert (net[0].out_features, net[2].out_features) == (8, out)
+
+
+# ============================================================================= ReinforceConfig
+
+
+REINFORCE_CASES = [
+    dict(return_kind="total", baseline="mean", gamma=0.9, normalize_advantages=False, max_grad_norm=None),
+    dict(return_kind="rewards_to_go", baseline="value", gamma=0.8, normalize_advantages=True, max_grad_norm=0.5,
+         value_lr=0.03, value_epochs=3),
+    dict(return_kind="rewards_to_go", baseline="optimal", gamma=0.95, normalize_advantages=False, max_grad_norm=None),
+    dict(return_kind="rewards_to_go", baseline="none", gamma=0.7, normalize_advantages=True, max_grad_norm=None),
+]
+
+
+@pytest.mark.parametrize("fields", REINFORCE_CASES, ids=lambda f: f"{f['return_kind']}-{f['baseline']}")
+def test_train_reinforce_update_is_the_configured_estimator(monkeypatch, fields):
+    """One update with Adam replaced by plain SGD (so Δθ = −lr·clip(g)): the logged loss, weights'
+    std and baseline mean, and the step are those of the estimator written out with the configured
+    return kind, γ, baseline, normalisation and clip; the value baseline's fit is value_epochs
+    full-batch steps at value_lr."""
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr: torch.optim.SGD(params, lr=lr))
+    batches = []
+    real_collect = EpisodeBatcher.collect
+    monkeypatch.setattr(EpisodeBatcher, "collect", lambda self, pol: batches.append(real_collect(self, pol)) or batches[-1])
+    c = ReinforceConfig(seed=0, episodes_per_batch=3, total_env_steps=1, lr=0.05, hidden_sizes=(8,), device="cpu", **fields)
+    hist = train_reinforce(c, progress=False)
+    (batch,) = batches
+    assert batch.obs.shape[0] == 3
+    torch.manual_seed(0)  # the initial networks, as train_reinforce builds them
+    policy = CategoricalMLPPolicy(hidden_sizes=(8,))
+    value_fn = mlp((4, 8, 1)) if c.baseline == "value" else None
+    N, T = batch.rewards.shape
+    w = torch.zeros(N, T)
+    for i in range(N):
+        n, r = int(batch.lengths[i]), batch.rewards[i].tolist()
+        for t in range(n):
+            if c.return_kind == "total":
+                w[i, t] = sum(c.gamma ** k * r[k] for k in range(n))
+            else:
+                w[i, t] = sum(c.gamma ** (k - t) * r[k] for k in range(t, n))
+    mask = batch.mask
+    params = list(policy.parameters())
+
+    def log_prob():
+        return torch.log_softmax(policy(batch.obs), -1).gather(-1, batch.actions[..., None]).squeeze(-1)
+
+    if c.baseline == "none":
+        b = torch.zeros(N, T)
+    elif c.baseline == "mean":
+        b = torch.full((N, T), float(w[mask].mean()))
+    elif c.baseline == "value":
+        with torch.no_grad():
+            b = value_fn(batch.obs).squeeze(-1) * mask
+    else:  # b* = Σ_i u_i·v_i / Σ_i ‖u_i‖², u_i = Σ_t ∇log π, v_i = Σ_t w_t ∇log π
+        u, v = [], []
+        for i in range(N):
+            lp_i = log_prob()[i][mask[i]]
+            u.append(torch.cat([x.reshape(-1) for x in torch.autograd.grad(lp_i.sum(), params, retain_graph=True)]))
+            v.append(torch.cat([x.reshape(-1) for x in torch.autograd.grad((lp_i * w[i][mask[i]]).sum(), params)]))
+        b = torch.full((N, T), float(sum(a @ bb for a, bb in zip(u, v)) / sum(a @ a for a in u)))
+    adv = (w - b) * mask
+    if c.normalize_advantages:
+        adv = adv / (adv[mask].std() + 1e-8)
+    loss = -(log_prob() * adv * mask).sum() / N
+    g = torch.cat([x.reshape(-1) for x in torch.autograd.grad(loss, params)])
+    assert hist["loss"][0] == pytest.approx(float(loss), rel=1e-4, abs=1e-6)
+    assert hist["weight_std"][0] == pytest.approx(float(w[mask].std()), rel=1e-5)
+    assert hist["baseline_mean"][0] == pytest.approx(float(b[mask].mean()), rel=1e-5, abs=1e-6)
+    assert hist["grad_norm"][0] == pytest.approx(float(g.norm()), rel=1e-5)
+    scale = 1.0 if c.max_grad_norm is None else min(1.0, c.max_grad_norm / (float(g.norm()) + 1e-6))
+    if c.max_grad_norm is not None:
+        assert scale < 1  # the clip acts
+    torch.testing.assert_close(flat(hist.policy) - flat(policy), -0.05 * scale * g, rtol=1e-4, atol=1e-7)
+    if value_fn is not None:  # value_epochs SGD steps on ½ mean (V − rtg)² over the valid steps
+        rtg = torch.zeros(N, T)
+        for i in range(N):
+            n, r = int(batch.lengths[i]), batch.rewards[i].tolist()
+            for t in range(n):
+                rtg[i, t] = sum(c.gamma ** (k - t) * r[k] for k in range(t, n))
+        for _ in range(c.value_epochs):
+            vl = 0.5 * (value_fn(batch.obs[mask]).squeeze(-1) - rtg[mask]).pow(2).mean()
+            grads = torch.autograd.grad(vl, list(value_fn.parameters()))
+            with torch.no_grad():
+                for p, gp in zip(value_fn.parameters(), grads):
+                    p -= c.value_lr * gp
+        torch.testing.assert_close(flat(hist.value_fn), flat(value_fn), rtol=1e-5, atol=1e-7)
+        assert hist["value_loss"][0] == pytest.approx(float(vl), rel=1e-5)
+
+
+def test_train_reinforce_episodes_per_batch_and_total_env_steps():
+    c = ReinforceConfig(seed=0, episodes_per_batch=3, total_env_steps=150, hidden_sizes=(8,), device="cpu")
+    hist = train_reinforce(c, progress=False)
+    steps = hist["env_steps"]
+    assert len(hist.episode_returns) == 3 * len(steps)
+    per_update = np.diff(np.concatenate([[0], steps]))
+    lengths = np.asarray(hist.episode_lengths).reshape(-1, 3).sum(1)
+    np.testing.assert_array_equal(per_update, lengths)
+    assert steps[-1] >= 150 > steps[-2]  # stops at the first update that reaches the budget
+
+
+def test_train_reinforce_stop_at_return_is_the_rolling_20_mean():
+    c = ReinforceConfig(seed=0, episodes_per_batch=8, total_env_steps=20_000, hidden_sizes=(8,), stop_at_return=25.0,
+                        device="cpu")
+    hist = train_reinforce(c, progress=False)
+    returns = np.asarray(hist.episode_returns, dtype=float)
+    reached = [k * 8 >= 20 and returns[k * 8 - 20: k * 8].mean() >= 25.0 for k in range(1, hist.num_updates + 1)]
+    assert reached[-1] and not any(reached[:-1]) and hist.num_updates > 3
+
+
+# ============================================================================= SFTConfig
+
+
+def test_train_sft_replays_with_every_field_off_its_default():
+    """A written-out loop (batch from sft_batch with the configured size, noises and seed; token-mean
+    NLL; clip to max_grad_norm; AdamW with the configured weight decay; lr = peak × the warm-up then
+    cosine-to-10 % factor computed here) gives the same losses, lrs, gradient norms and weights."""
+    from rlbook.lm.sft import sft_batch
+
+    c = rl.lm.SFTConfig(num_steps=5, batch_size=16, lr=1e-2, warmup_steps=2, weight_decay=0.3, label_noise=0.3,
+                        carry_noise=0.7, max_grad_norm=0.05, seed=5, device="cpu")
+    task = AdditionTask()
+    policy, replay = tiny(dtype=torch.float32), tiny(dtype=torch.float32)
+    hist = rl.lm.train_sft(policy, TOK, task, c, progress=False)
+
+    def factor(s):  # (s+1)/W during warm-up, then 0.1 + 0.9·½(1 + cos(π·progress))
+        return (s + 1) / 2 if s < 2 else 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - 2) / 3))
+
+    generator = torch.Generator().manual_seed(5)
+    opt = torch.optim.AdamW(replay.parameters(), lr=1e-2, weight_decay=0.3)
+    losses, lrs, norms = [], [], []
+    for s in range(5):
+        prompt_ids, prompt_mask, target_ids, target_mask, _ = sft_batch(TOK, task, 16, 0.3, generator, carry_noise=0.7)
+        lp = completion_log_probs(replay, prompt_ids, target_ids, prompt_mask, completion_mask=target_mask)
+        loss = -(lp * target_mask).sum() / target_mask.sum()
+        opt.zero_grad()
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(replay.parameters(), 0.05)))
+        for group in opt.param_groups:
+            group["lr"] = 1e-2 * factor(s)
+        lrs.append(1e-2 * factor(s))
+        opt.step()
+        losses.append(loss.item())
+    assert min(norms) > 0.05  # the clip acts at every step
+    np.testing.assert_allclose(hist["lr"], lrs, rtol=1e-12)
+    np.testing.assert_allclose(hist["loss"], losses, rtol=1e-5)
+    np.testing.assert_allclose(hist["grad_norm"], norms, rtol=1e-4)
+    torch.testing.assert_close(flat(policy), flat(replay), rtol=1e-4, atol=1e-6)
+    # power: the labels' noise and the seed change the batches, the decay the weights
+    for other in (dict(label_noise=0.0), dict(carry_noise=0.0), dict(seed=6), dict(batch_size=8)):
+        o = dataclasses.replace(c, **other)
+        a = sft_batch(TOK, task, o.batch_size, o.label_noise, torch.Generator().manual_seed(o.seed), o.carry_noise)[2]
+        b = sft_batch(TOK, task, 16, 0.3, torch.Generator().manual_seed(5), 0.7)[2]
+        assert a.shape != b.shape or not torch.equal(a, b), other
+
+
+def test_train_sft_weight_decay_is_decoupled_and_scaled_by_the_lr():
+    """Two one-step runs that differ only in weight decay: θ_wd − θ_0 = −lr_0·wd·θ_init exactly
+    (AdamW's decoupled decay; lr_0 = lr/warmup_steps), the Adam part being the same."""
+    runs = {}
+    for wd in (0.0, 0.5):
+        policy = tiny(dtype=torch.float64)
+        init = flat(policy)
+        rl.lm.train_sft(policy, TOK, AdditionTask(), rl.lm.SFTConfig(num_steps=1, batch_size=8, lr=4e-3, warmup_steps=4,
+                                                                     weight_decay=wd, device="cpu"), progress=False)
+        runs[wd] = flat(policy)
+    torch.testing.assert_close(runs[0.5] - runs[0.0], -(4e-3 / 4) * 0.5 * init, rtol=1e-6, atol=1e-12)
