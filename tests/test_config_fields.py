@@ -598,7 +598,7 @@ def test_ppo_minibatch_step_with_an_asymmetric_band_and_a_clipped_value_loss(fie
     before = copy.deepcopy(model)
     loss, policy, value = _ppo_loss_by_hand(before, mb, c)
     for other in (dict(clip_eps_low=c.clip_eps_high, clip_eps_high=c.clip_eps_low), dict(clip_value_eps=None)):
-        assert abs(float(_ppo_loss_by_hand(before, mb, dataclasses.replace(c, **other))[0] - loss)) > 1e-4, other
+        assert abs((_ppo_loss_by_hand(before, mb, dataclasses.replace(c, **other))[0] - loss).item()) > 1e-4, other
     grads = torch.autograd.grad(loss, list(before.parameters()))
     out = ppo_minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.05), mb, c)
     torch.testing.assert_close(out["policy_loss"], policy.detach(), rtol=1e-12, atol=1e-12)
@@ -927,7 +927,7 @@ def test_train_reinforce_update_is_the_configured_estimator(monkeypatch, fields)
         adv = adv / (adv[mask].std() + 1e-8)
     loss = -(log_prob() * adv * mask).sum() / N
     g = torch.cat([x.reshape(-1) for x in torch.autograd.grad(loss, params)])
-    assert hist["loss"][0] == pytest.approx(float(loss), rel=1e-4, abs=1e-6)
+    assert hist["loss"][0] == pytest.approx(loss.item(), rel=1e-4, abs=1e-6)
     assert hist["weight_std"][0] == pytest.approx(float(w[mask].std()), rel=1e-5)
     assert hist["baseline_mean"][0] == pytest.approx(float(b[mask].mean()), rel=1e-5, abs=1e-6)
     assert hist["grad_norm"][0] == pytest.approx(float(g.norm()), rel=1e-5)
