@@ -948,7 +948,7 @@ def test_train_reinforce_update_is_the_configured_estimator(monkeypatch, fields)
                 for p, gp in zip(value_fn.parameters(), grads):
                     p -= c.value_lr * gp
         torch.testing.assert_close(flat(hist.value_fn), flat(value_fn), rtol=1e-5, atol=1e-7)
-        assert hist["value_loss"][0] == pytest.approx(float(vl), rel=1e-5)
+        assert hist["value_loss"][0] == pytest.approx(vl.item(), rel=1e-5)
 
 
 def test_train_reinforce_episodes_per_batch_and_total_env_steps():
