@@ -8,9 +8,12 @@ deterministic given the seed, so the step counts do not depend on machine load; 
     python benchmarks/cartpole.py --algos ppo --seeds 0 1 2 3 4
     python benchmarks/cartpole.py --algos ppo --stability  # keep training to the budget and report
                                                            # the worst rolling-20 after reaching 475
+    python benchmarks/cartpole.py --seeds 0 1 2 3 4 5 6 7 8 9 --save   # and write rlbook/data/cartpole.json
 
 Prints one row per (algorithm, seed), a median row per algorithm, and as the LAST line one JSON
 object mapping each algorithm to its median env steps to 475 (null if most seeds never got there).
+``--save`` stores every per-seed value (steps to 475, null where never reached; wall seconds) so
+that chapters compare the algorithms seed by seed (``rl.benchmark_results("cartpole")``).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--stability", action="store_true",
                         help="train to the full budget and report the worst rolling-20 after reaching 475")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for CartPole)")
+    parser.add_argument("--save", action="store_true", help="write rlbook/data/cartpole.json (per-seed values)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -77,7 +81,7 @@ def main(argv=None) -> dict:
         header += f" {'min r20 after':>14} {'final r20':>10}"
     print(header)
     print("-" * len(header))
-    medians = {}
+    medians, per_seed = {}, {}
     for algo in args.algos:
         steps_list, walls = [], []
         for seed in args.seeds:
@@ -93,8 +97,21 @@ def main(argv=None) -> dict:
                 row += f" {worst if worst is not None else float('nan'):>14.1f} {hist.final_rolling_return(20):>10.1f}"
             print(row, flush=True)
         medians[algo] = _median(steps_list)
+        per_seed[algo] = {"steps_to_475": steps_list, "wall_s": [round(w, 1) for w in walls],
+                          "budget": args.budget or BUDGETS[algo]}
         med = medians[algo]
         print(f"{algo:<10} {'med':>4} {med if med is not None else 'never':>13} {statistics.median(walls):>8.1f}")
+    if args.save:
+        if args.stability:
+            parser.error("--save records steps to 475 of runs that stop there; leave out --stability")
+        from rlbook.config import BENCHMARK_RESULTS
+
+        record = {"seeds": args.seeds, "threshold": 475, "window": 20, "algos": per_seed,
+                  "command": "python benchmarks/cartpole.py --algos " + " ".join(args.algos)
+                             + " --seeds " + " ".join(map(str, args.seeds)) + " --save"}
+        path = BENCHMARK_RESULTS / "cartpole.json"
+        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"saved to {path}")
     print(json.dumps(medians))
     return medians
 
