@@ -629,21 +629,25 @@ def _spy(monkeypatch, module, name, record):
 @pytest.mark.parametrize("schedule", ["linear", "constant"])
 def test_train_ppo_gae_lr_schedule_rollout_shape_network_and_clip_fraction(monkeypatch, schedule):
     """γ = 0.9, λ = 0.5 (their swap changes the advantages), lr 3e-2 on its schedule (the value the
-    optimiser holds during the update, not only the logged one), num_envs × num_steps rollouts,
+    optimiser holds during the update, not only the logged one), the seed's three uses, num_envs × num_steps rollouts,
     hidden_sizes / activation of both networks, and clip_fraction over the asymmetric band."""
-    rollouts, updates = [], []
+    rollouts, updates, seeds, envs = [], [], [], []
     _spy(monkeypatch, ppo_module, "collect_rollout", rollouts)
+    _spy(monkeypatch, ppo_module, "make_cartpole_vector_env", envs)
     real_update = ppo_module.ppo_update
 
     def update(model, optimizer, batch, config, generator):
         updates.append((optimizer.param_groups[0]["lr"], {k: v.clone() for k, v in batch.items()}))
+        seeds.append(generator.initial_seed())
         return real_update(model, optimizer, batch, config, generator)
 
     monkeypatch.setattr(ppo_module, "ppo_update", update)
     c = PPOConfig(total_env_steps=96, num_envs=3, num_steps=16, gamma=0.9, gae_lambda=0.5, lr=3e-2, lr_schedule=schedule,
                   clip_eps_low=0.05, clip_eps_high=0.5, num_epochs=3, minibatch_size=16, hidden_sizes=(8,),
-                  activation="relu", target_kl=None)
+                  activation="relu", target_kl=None, seed=7)
     hist = train_ppo(c, progress=False)
+    # the seed seeds all three: torch (the init), the sampling/shuffling generator, the envs
+    assert torch.initial_seed() == 7 and seeds == [7, 7] and envs[0][0] == (3, 7)
     want_lr = [3e-2, 1.5e-2] if schedule == "linear" else [3e-2, 3e-2]
     np.testing.assert_allclose(hist["lr"], want_lr, rtol=1e-12)
     assert [lr for lr, _ in updates] == pytest.approx(want_lr, rel=1e-12)
@@ -829,9 +833,11 @@ def test_train_trpo_gae_advantages_and_the_critic_fit(monkeypatch, norm_advantag
     """γ = 0.9, λ = 0.5 GAE (standardised or not) reaches the policy step; the critic is fitted by
     critic_epochs × ⌈batch/critic_minibatch_size⌉ Adam steps at critic_lr; the networks have the
     configured hidden sizes and activation."""
-    rollouts, policy_calls, adams = [], [], []
+    rollouts, policy_calls, adams, fits, envs = [], [], [], [], []
     _spy(monkeypatch, trpo_module, "collect_rollout", rollouts)
     _spy(monkeypatch, trpo_module, "trpo_policy_update", policy_calls)
+    _spy(monkeypatch, trpo_module, "_fit_critic", fits)
+    _spy(monkeypatch, trpo_module, "make_cartpole_vector_env", envs)
     real_adam = torch.optim.Adam
 
     class CountingAdam(real_adam):
@@ -847,8 +853,9 @@ def test_train_trpo_gae_advantages_and_the_critic_fit(monkeypatch, norm_advantag
     monkeypatch.setattr(torch.optim, "Adam", CountingAdam)
     c = TRPOConfig(total_env_steps=48, num_envs=3, num_steps=16, gamma=0.9, gae_lambda=0.5, critic_lr=0.02,
                    critic_epochs=3, critic_minibatch_size=20, norm_advantages=norm_advantages, hidden_sizes=(8,),
-                   activation="relu")
+                   activation="relu", seed=7)
     hist = train_trpo(c, progress=False)
+    assert torch.initial_seed() == 7 and fits[0][0][-1].initial_seed() == 7 and envs[0][0] == (3, 7)
     (args, _, rollout), = rollouts
     assert rollout.obs.shape == (3, 16, 4) and args[-1] == 16
     adv = hand_gae_rows(rollout, 0.9, 0.5).reshape(-1)
@@ -886,11 +893,11 @@ def test_train_reinforce_update_is_the_configured_estimator(monkeypatch, fields)
     batches = []
     real_collect = EpisodeBatcher.collect
     monkeypatch.setattr(EpisodeBatcher, "collect", lambda self, pol: batches.append(real_collect(self, pol)) or batches[-1])
-    c = ReinforceConfig(seed=0, episodes_per_batch=3, total_env_steps=1, lr=0.05, hidden_sizes=(8,), device="cpu", **fields)
+    c = ReinforceConfig(seed=2, episodes_per_batch=3, total_env_steps=1, lr=0.05, hidden_sizes=(8,), device="cpu", **fields)
     hist = train_reinforce(c, progress=False)
     (batch,) = batches
     assert batch.obs.shape[0] == 3
-    torch.manual_seed(0)  # the initial networks, as train_reinforce builds them
+    torch.manual_seed(2)  # the initial networks, as train_reinforce builds them from the seed
     policy = CategoricalMLPPolicy(hidden_sizes=(8,))
     value_fn = mlp((4, 8, 1)) if c.baseline == "value" else None
     N, T = batch.rewards.shape
