@@ -393,14 +393,6 @@ def test_grpo_seed_seeds_the_prompts_and_the_samples():
     assert [o for _, o in a] != [o for _, o in b]
 
 
-def test_grpo_device_is_used(monkeypatch):
-    asked = []
-    real = grpo_module.get_device
-    monkeypatch.setattr(grpo_module, "get_device", lambda d=None: asked.append(d) or real(d))
-    train_grpo(tiny(dtype=torch.float32), TOK, StubTask(), cfg(num_steps=1, device="cpu"), progress=False)
-    assert asked == ["cpu"]
-
-
 # ============================================================================= GRPOConfig: PPO with a critic
 
 
