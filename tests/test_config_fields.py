@@ -178,6 +178,9 @@ def hand_step_check(config, lr=0.5, epochs_checked=None, policy=None):
     opt = SnapshotSGD(policy.parameters(), lr=lr)
     metrics = grpo_step(policy, None, opt, TOK, task, config, torch.Generator().manual_seed(0), FORBIDDEN)
     seen = task.seen
+    G, N = config.group_size, config.prompts_per_step
+    prompts = [p for p, _ in seen]
+    assert len(seen) == G * N and all(prompts[i] == prompts[i - i % G] for i in range(G * N))  # N groups of G
     rewards = torch.tensor([float(sum(map(ord, o)) % 2) for _, o in seen], dtype=DT)
     adv = hand_advantages(rewards, config)
     with torch.no_grad():
