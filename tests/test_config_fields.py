@@ -8,8 +8,9 @@ library's code path: a loss written out and differentiated by autograd, a closed
 of Adam's first step is the learning rate; a clipped step is the unclipped one scaled by c/‖g‖),
 an explicit loop (GAE as a forward sum, the schedule from its formula), or a difference two
 settings must show. Where a test relies on a field changing the outcome it asserts that too, so
-the check keeps its power if defaults move. The fields already pinned elsewhere are named in
-``COVERED_ELSEWHERE`` at the end, with the test that pins them.
+the check keeps its power if defaults move. ``FIELD_TESTS`` at the end names, for every field of
+every config, the tests that pin it (here or in another file), and a test checks that the table
+covers every field.
 
 Configs: :class:`rlbook.GRPOConfig` (loop :func:`rlbook.train_grpo`), :class:`rlbook.algos.ppo.PPOConfig`,
 :class:`rlbook.algos.trpo.TRPOConfig`, :class:`rlbook.algos.reinforce.ReinforceConfig` and
@@ -1030,3 +1031,148 @@ def test_train_sft_weight_decay_is_decoupled_and_scaled_by_the_lr():
                                                                      weight_decay=wd, device="cpu"), progress=False)
         runs[wd] = flat(policy)
     torch.testing.assert_close(runs[0.5] - runs[0.0], -(4e-3 / 4) * 0.5 * init, rtol=1e-6, atol=1e-12)
+
+
+# ============================================================================= every field has a test
+
+
+_ON, _OFF = "test_grpo_on_policy_step_is_the_gradient_of_the_configured_loss", \
+    "test_grpo_off_policy_step_is_the_gradient_of_the_configured_trust_region"
+_DEVICE = "test_every_trainer_asks_for_its_configured_device"
+_TU, _TV, _TGT, _TPT = "test_train_updates.py::", "test_grpo_variants.py::", "test_grpo_train.py::", "test_ppo_trpo_train.py::"
+_PPO_RUN = "test_train_ppo_gae_lr_schedule_rollout_shape_network_and_clip_fraction"
+_PPO_STEP = "test_ppo_minibatch_step_with_an_asymmetric_band_and_a_clipped_value_loss"
+_TRPO_STEP = "test_trpo_policy_update_is_the_damped_natural_step_at_max_kl_and_the_configured_line_search"
+_TRPO_RUN = "test_train_trpo_gae_advantages_and_the_critic_fit"
+_STOP = "test_train_ppo_and_trpo_stop_at_return_over_stop_window"
+_REIN = "test_train_reinforce_update_is_the_configured_estimator"
+_SFT = "test_train_sft_replays_with_every_field_off_its_default"
+
+# (config, field) -> the tests that fail when the field is ignored, inverted or mis-wired (a test
+# in another file is named "file.py::test").
+FIELD_TESTS = {
+    ("GRPOConfig", "group_size"): [_ON, _OFF],
+    ("GRPOConfig", "prompts_per_step"): [_ON, _OFF],
+    ("GRPOConfig", "num_steps"): ["test_grpo_eval_every_and_eval_num_problems", _TV + "test_every_recipe_runs_and_updates_the_policy"],
+    ("GRPOConfig", "lr"): ["test_grpo_lr_is_the_size_of_adams_first_step"],
+    ("GRPOConfig", "clip_eps_low"): [_OFF],
+    ("GRPOConfig", "clip_eps_high"): [_OFF],
+    ("GRPOConfig", "kl_coef"): [_TU + "test_grpo_step_is_minus_lr_times_the_gradient_of_the_stated_loss"],
+    ("GRPOConfig", "num_inner_epochs"): [_OFF, _TV + "test_updates_per_generation_are_epochs_times_minibatches"],
+    ("GRPOConfig", "num_minibatches"): [_TV + "test_updates_per_generation_are_epochs_times_minibatches",
+                                        _TV + "test_magistral_advantages_are_normalised_per_minibatch"],
+    ("GRPOConfig", "max_new_tokens"): ["test_grpo_max_new_tokens_is_the_budget", _ON],
+    ("GRPOConfig", "temperature"): [_ON, "test_grpo_temperature_is_the_samplers_and_the_scorers"],
+    ("GRPOConfig", "loss_aggregation"): [_ON, _OFF],
+    ("GRPOConfig", "advantage_estimator"): [_ON, _TV + "test_magistral_advantages_are_normalised_per_minibatch"],
+    ("GRPOConfig", "advantage_std"): [_ON],
+    ("GRPOConfig", "per_token_loss"): [_OFF],
+    ("GRPOConfig", "divergence"): [_OFF],
+    ("GRPOConfig", "divergence_threshold"): [_OFF, "test_dppo_threshold_is_strict_at_the_boundary"],
+    ("GRPOConfig", "gae_lambda"): ["test_grpo_ppo_critic_gae_uses_gamma_and_lambda_and_the_critic_step_is_clipped"],
+    ("GRPOConfig", "gamma"): ["test_grpo_ppo_critic_gae_uses_gamma_and_lambda_and_the_critic_step_is_clipped"],
+    ("GRPOConfig", "critic_lr"): ["test_grpo_critic_lr_is_the_size_of_the_critics_first_adam_step"],
+    ("GRPOConfig", "format_coef"): ["test_grpo_rewards_add_format_reward_and_dapo_overlong_penalty_with_their_signs"],
+    ("GRPOConfig", "overlong_cache_length"): ["test_grpo_rewards_add_format_reward_and_dapo_overlong_penalty_with_their_signs"],
+    ("GRPOConfig", "overlong_filter"): [_TV + "test_overlong_filter_removes_exactly_the_truncated_rows_from_the_loss"],
+    ("GRPOConfig", "dynamic_sampling"): [_TV + "test_dynamic_sampling_keeps_only_mixed_groups_and_fills_the_batch"],
+    ("GRPOConfig", "max_sampling_rounds"): [_TV + "test_dynamic_sampling_stops_at_its_cap_and_then_makes_no_update"],
+    ("GRPOConfig", "zero_variance_filter"): [_TV + "test_zero_variance_filter_drops_constant_groups_without_resampling"],
+    ("GRPOConfig", "retire_pass_rate"): ["test_grpo_retire_pass_rate_is_a_strict_threshold",
+                                         _TV + "test_retired_prompts_are_never_drawn_again"],
+    ("GRPOConfig", "ref_reset_every"): [_TV + "test_prorl_reset_makes_the_kl_to_the_reference_exactly_zero_and_resets_the_optimiser"],
+    ("GRPOConfig", "fp32_lm_head"): ["test_grpo_fp32_lm_head_is_applied_when_set"],
+    ("GRPOConfig", "max_completions"): ["test_grpo_max_completions_stops_exactly_at_the_budget"],
+    ("GRPOConfig", "max_grad_norm"): ["test_grpo_max_grad_norm_clips_the_step_to_that_norm",
+                                      "test_grpo_ppo_critic_gae_uses_gamma_and_lambda_and_the_critic_step_is_clipped"],
+    ("GRPOConfig", "log_ref_kl"): ["test_grpo_log_ref_kl_keeps_a_reference_only_when_asked"],
+    ("GRPOConfig", "eval_every"): ["test_grpo_eval_every_and_eval_num_problems"],
+    ("GRPOConfig", "eval_steps"): [_TGT + "test_eval_steps_add_evaluations_before_those_steps"],
+    ("GRPOConfig", "eval_num_problems"): ["test_grpo_eval_every_and_eval_num_problems"],
+    ("GRPOConfig", "seed"): ["test_grpo_seed_seeds_the_prompts_and_the_samples"],
+    ("GRPOConfig", "device"): [_DEVICE],
+    ("PPOConfig", "seed"): [_PPO_RUN, "test_train_ppo_trpo_and_reinforce_seed_changes_the_run"],
+    ("PPOConfig", "total_env_steps"): [_TPT + "test_ppo_tiny_config_runs_and_logs_every_metric"],
+    ("PPOConfig", "num_envs"): [_PPO_RUN],
+    ("PPOConfig", "num_steps"): [_PPO_RUN],
+    ("PPOConfig", "gamma"): [_PPO_RUN],
+    ("PPOConfig", "gae_lambda"): [_PPO_RUN],
+    ("PPOConfig", "clip_eps_low"): [_PPO_STEP, _PPO_RUN],
+    ("PPOConfig", "clip_eps_high"): [_PPO_STEP, _PPO_RUN],
+    ("PPOConfig", "num_epochs"): [_TPT + "test_ppo_target_kl_stops_the_epochs_early"],
+    ("PPOConfig", "minibatch_size"): [_TU + "test_ppo_update_zeroes_gradients_between_minibatches"],
+    ("PPOConfig", "lr"): [_PPO_RUN],
+    ("PPOConfig", "lr_schedule"): [_PPO_RUN],
+    ("PPOConfig", "ent_coef"): [_TU + "test_ppo_minibatch_loss_decomposes_with_the_stated_signs_and_step_is_minus_lr_grad", _PPO_STEP],
+    ("PPOConfig", "vf_coef"): [_TU + "test_ppo_minibatch_loss_decomposes_with_the_stated_signs_and_step_is_minus_lr_grad", _PPO_STEP],
+    ("PPOConfig", "max_grad_norm"): [_TU + "test_ppo_minibatch_step_clips_the_gradient_norm"],
+    ("PPOConfig", "target_kl"): [_TPT + "test_ppo_target_kl_stops_the_epochs_early"],
+    ("PPOConfig", "norm_advantages"): [_TU + "test_ppo_minibatch_loss_decomposes_with_the_stated_signs_and_step_is_minus_lr_grad"],
+    ("PPOConfig", "clip_value_eps"): [_PPO_STEP],
+    ("PPOConfig", "hidden_sizes"): [_PPO_RUN],
+    ("PPOConfig", "activation"): [_PPO_RUN],
+    ("PPOConfig", "stop_at_return"): [_STOP],
+    ("PPOConfig", "stop_window"): [_STOP],
+    ("PPOConfig", "stop_after_env_steps"): [_TPT + "test_ppo_stop_after_env_steps_cuts_the_same_curve"],
+    ("PPOConfig", "device"): [_DEVICE],
+    ("TRPOConfig", "seed"): [_TRPO_RUN, "test_train_ppo_trpo_and_reinforce_seed_changes_the_run"],
+    ("TRPOConfig", "total_env_steps"): [_TPT + "test_trpo_tiny_config_runs_and_logs_every_metric"],
+    ("TRPOConfig", "num_envs"): [_TRPO_RUN],
+    ("TRPOConfig", "num_steps"): [_TRPO_RUN],
+    ("TRPOConfig", "gamma"): [_TRPO_RUN],
+    ("TRPOConfig", "gae_lambda"): [_TRPO_RUN],
+    ("TRPOConfig", "max_kl"): [_TRPO_STEP],
+    ("TRPOConfig", "cg_iters"): [_TRPO_STEP],
+    ("TRPOConfig", "damping"): [_TRPO_STEP],
+    ("TRPOConfig", "backtrack_coef"): [_TRPO_STEP],
+    ("TRPOConfig", "max_backtracks"): [_TRPO_STEP],
+    ("TRPOConfig", "accept_ratio"): [_TRPO_STEP],
+    ("TRPOConfig", "critic_lr"): [_TRPO_RUN],
+    ("TRPOConfig", "critic_epochs"): [_TRPO_RUN],
+    ("TRPOConfig", "critic_minibatch_size"): [_TRPO_RUN],
+    ("TRPOConfig", "norm_advantages"): [_TRPO_RUN],
+    ("TRPOConfig", "hidden_sizes"): [_TRPO_RUN],
+    ("TRPOConfig", "activation"): [_TRPO_RUN],
+    ("TRPOConfig", "stop_at_return"): [_STOP],
+    ("TRPOConfig", "stop_window"): [_STOP],
+    ("TRPOConfig", "device"): [_DEVICE],
+    ("ReinforceConfig", "seed"): [_REIN, "test_train_ppo_trpo_and_reinforce_seed_changes_the_run"],
+    ("ReinforceConfig", "episodes_per_batch"): ["test_train_reinforce_episodes_per_batch_and_total_env_steps", _REIN],
+    ("ReinforceConfig", "total_env_steps"): ["test_train_reinforce_episodes_per_batch_and_total_env_steps"],
+    ("ReinforceConfig", "return_kind"): [_REIN],
+    ("ReinforceConfig", "baseline"): [_REIN],
+    ("ReinforceConfig", "gamma"): [_REIN],
+    ("ReinforceConfig", "lr"): [_REIN],
+    ("ReinforceConfig", "hidden_sizes"): [_REIN],
+    ("ReinforceConfig", "value_lr"): [_REIN],
+    ("ReinforceConfig", "value_epochs"): [_REIN],
+    ("ReinforceConfig", "normalize_advantages"): [_REIN],
+    ("ReinforceConfig", "max_grad_norm"): [_REIN],
+    ("ReinforceConfig", "stop_at_return"): ["test_train_reinforce_stop_at_return_is_the_rolling_20_mean"],
+    ("ReinforceConfig", "device"): [_DEVICE],
+    ("SFTConfig", "num_steps"): [_SFT],
+    ("SFTConfig", "batch_size"): [_SFT],
+    ("SFTConfig", "lr"): [_SFT, "test_train_sft_weight_decay_is_decoupled_and_scaled_by_the_lr"],
+    ("SFTConfig", "warmup_steps"): [_SFT, "test_train_sft_weight_decay_is_decoupled_and_scaled_by_the_lr"],
+    ("SFTConfig", "weight_decay"): [_SFT, "test_train_sft_weight_decay_is_decoupled_and_scaled_by_the_lr"],
+    ("SFTConfig", "label_noise"): [_SFT],
+    ("SFTConfig", "carry_noise"): [_SFT],
+    ("SFTConfig", "max_grad_norm"): [_SFT],
+    ("SFTConfig", "seed"): [_SFT],
+    ("SFTConfig", "device"): [_DEVICE],
+}
+
+
+def test_every_config_field_has_a_pinning_test():
+    """A new config field fails this test until a test that pins it is named in FIELD_TESTS."""
+    from pathlib import Path
+
+    configs = {c.__name__: c for c in (GRPOConfig, PPOConfig, TRPOConfig, ReinforceConfig, rl.lm.SFTConfig)}
+    fields = {(name, f.name) for name, c in configs.items() for f in dataclasses.fields(c)}
+    assert set(FIELD_TESTS) == fields, (fields - set(FIELD_TESTS), set(FIELD_TESTS) - fields)
+    here = Path(__file__).parent
+    for key, tests in FIELD_TESTS.items():
+        for test in tests:
+            file, _, name = test.rpartition("::")
+            source = (here / file).read_text() if file else Path(__file__).read_text()
+            assert f"def {name}(" in source, (key, test)
