@@ -288,8 +288,9 @@ fig.tight_layout();
 # policy a lot (the largest step of $\eta = 10$ moves it by about half a nat, fifty times $\delta$); on
 # the plateau of a saturated softmax the gradient is tiny and so are the steps. The natural step moves
 # the policy by the same $\delta$ every time — large logit changes where the softmax is saturated, small
-# ones where it is sensitive — and after 40 updates it has reached a higher $J$ than either fixed
-# learning rate. (The true KL of a natural step is $\delta$ only to second order — up to 0.014 here —
+# ones where it is sensitive — and from this starting policy, after 40 updates, it has reached a higher
+# $J$ than either fixed learning rate. (Exact gradients on one MDP from one start: a deterministic
+# computation, not a sample, so there is no seed to vary; another start can order the curves differently.) (The true KL of a natural step is $\delta$ only to second order — up to 0.014 here —
 # and the last steps are smaller than $\delta$: once the policy is nearly deterministic, $F$ is nearly
 # zero and the damping $\lambda$ dominates.)
 
@@ -381,8 +382,9 @@ rl.set_flat_params(policy, theta_old)
 # $\delta = 0.01$: with 16 states and 59 parameters $F$ has many tiny eigenvalues, the damping is small,
 # and the natural step moves far along directions the second-order model considers cheap. The line
 # search catches every one of these steps and halves it, after which the constraint holds. (In the
-# CartPole run below, with damping 0.1 and 1024 states per batch, most updates accept the full step
-# without backtracking.)
+# CartPole run below, seed 0, with damping 0.1 and 1024 states per batch, the quadratic model does far
+# better: the true KL of an accepted step lands a little below $\delta$, and the printout counts the
+# updates whose line search had to backtrack.)
 
 # %%
 rl.claim("two- to four-fold", min(underestimate), low=2.0)
@@ -531,7 +533,9 @@ print(f"updates: {hist_trpo.num_updates}; accepted: {int(accepted.sum())}; "
       f"accepted without backtracking: {int((hist_trpo['backtracks'] == 0).sum())}; "
       f"largest KL of an accepted step: {hist_trpo['kl'][accepted].max():.4f} (max_kl {cfg.max_kl})")
 rl.claim("Every accepted step keeps the true KL under `max_kl`", hist_trpo["kl"][accepted].max(), high=cfg.max_kl)
-rl.claim("most updates accept the full step", float(np.mean(hist_trpo["backtracks"] == 0)), low=0.5);
+kl_share = hist_trpo["kl"][accepted] / cfg.max_kl  # true KL of each accepted step, as a share of max_kl
+print(f"true KL of an accepted step / max_kl: median {np.median(kl_share):.2f}, range {kl_share.min():.2f} to {kl_share.max():.2f}")
+rl.claim("typically a little below", float(np.median(kl_share)), low=0.5, high=0.99);
 
 # %%
 rl.report_headline(f"TRPO (max_kl {cfg.max_kl}): CartPole rolling-20 return 475 after {steps_trpo:,} env steps (seed 0)")
@@ -691,9 +695,12 @@ for n_per_state in (10, 100, 1000):
 # `cg_iters=1` returns $x = \frac{g^\top g}{g^\top F g}\,g$: the plain gradient direction. It is still a
 # trust-region method because `natural_gradient_step` scales $x$ so that the quadratic KL $\tfrac12 s^\top F s$
 # equals $\delta$, and the line search then checks the real KL: every update moves the policy by the
-# same amount, only in a worse direction. So it still learns, but each update gains less, and it should
-# need more updates than `cg_iters=10`, with `cg_iters=3` in between (the table of §6.6 shows how far
-# one and three iterations are from $F^{-1}g$). On the small network of §6.7:
+# same amount, only in a worse direction. So it still learns, but each update should gain less (on one
+# batch the cell below measures the predicted gain $g^\top s$ of each setting), and the reasoning predicts
+# that it needs more updates than `cg_iters=10`, with `cg_iters=3` in between (the table of §6.6 shows how
+# far one and three iterations are from $F^{-1}g$). Whether that shows in env steps to 475 is a question
+# for paired seeds: chapter 7 (§7.5) shows how widely one algorithm's seeds spread on CartPole. On the
+# small network of §6.7:
 
 # %% tags=["solution"]
 rl.set_flat_params(policy, theta_old)
@@ -710,8 +717,9 @@ for iters in (1, 3, 10):
 # With one try the line search can only accept or reject the full step. At $\delta = 0.2$ the
 # quadratic model is poor (§6.7: on the small network the true KL of the full step was several times
 # the model's), so many full steps violate the constraint and are rejected outright: those updates
-# leave the policy unchanged and waste their batch. The steps that are accepted are large, so
-# learning is fast when it works and erratic overall. On the network of §6.7:
+# leave the policy unchanged and waste their batch. The steps that are accepted are large, so expect
+# learning to be erratic (a claim about training runs that needs paired seeds to test). On the network
+# of §6.7:
 
 # %% tags=["solution"]
 rl.set_flat_params(policy, theta_old)
