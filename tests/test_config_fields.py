@@ -889,10 +889,16 @@ def test_train_reinforce_update_is_the_configured_estimator(monkeypatch, fields)
     batches = []
     real_collect = EpisodeBatcher.collect
     monkeypatch.setattr(EpisodeBatcher, "collect", lambda self, pol: batches.append(real_collect(self, pol)) or batches[-1])
+    seeds = []  # the seed's other two uses: the sampling generator and the envs
+    real_act, real_init = CategoricalMLPPolicy.act, EpisodeBatcher.__init__
+    monkeypatch.setattr(CategoricalMLPPolicy, "act", lambda self, o, generator=None: seeds.append(
+        ("act", generator.initial_seed())) or real_act(self, o, generator))
+    monkeypatch.setattr(EpisodeBatcher, "__init__", lambda self, n, seed=0, **kw: seeds.append(("envs", seed)) or real_init(
+        self, n, seed=seed, **kw))
     c = ReinforceConfig(seed=2, episodes_per_batch=3, total_env_steps=1, lr=0.05, hidden_sizes=(8,), device="cpu", **fields)
     hist = train_reinforce(c, progress=False)
     (batch,) = batches
-    assert batch.obs.shape[0] == 3
+    assert batch.obs.shape[0] == 3 and set(seeds) == {("act", 2), ("envs", 2)}
     torch.manual_seed(2)  # the initial networks, as train_reinforce builds them from the seed
     policy = CategoricalMLPPolicy(hidden_sizes=(8,))
     value_fn = mlp((4, 8, 1)) if c.baseline == "value" else None
