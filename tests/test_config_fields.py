@@ -560,7 +560,8 @@ def _minibatch(model, m=32, seed=0):
 
 
 def _ppo_loss_by_hand(model, mb, c):
-    """−mean min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â) + vf·mean ½max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²) − ent·H."""
+    """−mean min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â) + vf·mean ½max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²)
+    − ent·H, written out."""
     logits = model.logits(mb["obs"])
     log_p = torch.log_softmax(logits, -1)
     lp = log_p.gather(-1, mb["actions"][:, None]).squeeze(-1)
