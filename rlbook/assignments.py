@@ -1,32 +1,39 @@
 """``rlbook assignments``: the course assignments, released and graded by nbgrader.
 
     rlbook assignments list                          # the assignments and their points
-    rlbook assignments release [--out DIR] [NAME ...] # student versions (nbgrader generate_assignment)
-    rlbook assignments grade SUBMISSIONS [--out DIR] [--timeout S] [NAME ...]
+    rlbook assignments release [--source DIR] [--out DIR] [NAME ...]
+                                                     # student versions (nbgrader generate_assignment)
+    rlbook assignments grade SUBMISSIONS [--source DIR] [--out DIR] [--timeout S] [NAME ...]
                                                      # autograde a folder of submissions: scores + feedback
-    rlbook assignments validate [NAME ...]           # the instructor solutions pass their own tests
+    rlbook assignments validate [--source DIR] [NAME ...]  # the instructor solutions pass their own tests
 
-The assignments live in ``assignments/source/<name>/<name>.ipynb`` in nbgrader's format (solution
-regions, autograded test cells with points, hidden tests, manually graded answers). Everything that
-touches a student's notebook goes through nbgrader itself (Jupyter Development Team, "nbgrader: A Tool
-for Creating and Grading Assignments in the Jupyter Notebook", J. Open Source Education 2(16):32, 2019;
-https://nbgrader.readthedocs.io): ``release`` is its ``generate_assignment``, ``grade`` its
-``autograde`` then ``generate_feedback``. Student code only ever runs in a Jupyter kernel that
-nbgrader starts (a separate process, with a per-cell timeout after which the kernel is interrupted);
-this process never imports or executes it. Each student is graded in a course folder of their own,
-so a submission that deletes files around it, kills its kernel or never returns costs only its own
-points and the rest of the batch is graded.
+The instructor versions (``--source``, by default ``assignments/source`` of a clone) are in nbgrader's
+format (solution regions, autograded test cells with points, hidden tests, manually graded answers);
+no package carries them (the wheel carries the released student versions,
+``student_assignments_dir()``). Everything that touches a student's notebook goes through nbgrader
+itself (Jupyter Development Team, "nbgrader: A Tool for Creating and Grading Assignments in the Jupyter
+Notebook", J. Open Source Education 2(16):32, 2019; https://nbgrader.readthedocs.io): ``release`` is
+its ``generate_assignment``, ``grade`` its ``autograde`` then ``generate_feedback``, with the
+preprocessors of ``rlbook.grading``: student code runs only in a kernel inside a bubblewrap sandbox
+(no network, nothing of the course visible, resource limits; without one the grader refuses), only
+the definitions of the student's cells run, the library's implementations of the graded functions
+raise when student code calls them, each test checks that nothing it relies on was changed, and a
+test cell's stderr does not fail it. This process never imports or executes student code. Each
+student is graded in a course folder of its own, so a submission that never returns, exits or kills
+its kernel costs only its own points and the rest of the batch is graded.
 
 ``SUBMISSIONS`` is laid out like nbgrader's ``submitted/`` folder:
 ``SUBMISSIONS/<student>/<assignment>/<assignment>.ipynb``. ``grade`` writes, under ``--out``:
 
 - ``scores.csv``: one row per (student, assignment): ``auto_score``/``auto_max`` (autograded test
   points), ``manual_max`` (points of the written answers, graded by a person in nbgrader's formgrader),
-  ``status`` (``graded``, or ``error: ...`` when nbgrader could not grade the notebook at all);
+  ``status`` (``graded``, or ``error: ...`` when nbgrader could not grade the notebook at all),
+  ``flags`` (cells refused or left out, guard errors, edited test cells, scores above a cell's points,
+  changes outside the submission; empty when nothing was seen) and ``seconds``;
 - ``scores_by_test.csv``: one row per graded cell (``grade_id``, ``kind`` = auto/manual, ``score``,
   ``max_score``), so an instructor sees which test each student lost points on;
 - ``feedback/<student>/<assignment>/<assignment>.html``: nbgrader's feedback page (the executed
-  notebook with each test's outcome and points);
+  notebook with each test's outcome and points, hidden tests left out), and nothing else;
 - ``autograded/<student>/<assignment>/<assignment>.ipynb``: the executed notebooks.
 
 Needs the ``assignments`` extra (``pip install "rlbook[assignments]"``, i.e. nbgrader).
@@ -38,24 +45,27 @@ import contextlib
 import csv
 import json
 import logging
+import os
 import re
 import shutil
 import sys
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["find_assignments_dir", "list_assignments", "assignment_points", "release", "grade",
+__all__ = ["find_assignments_dir", "student_assignments_dir", "list_assignments", "assignment_points", "release", "grade",
            "validate", "GradeResult", "add_subparser"]
 
 DEFAULT_TIMEOUT = 120  # s per cell: the assignments' training cells take ~30 s on 2 CPU cores
 
 
 def find_assignments_dir(start: Path | None = None) -> Path:
-    """The folder of nbgrader source assignments (``assignments/source``): under ``start`` (default:
-    the working directory) or its parents, else beside the installed package (a clone), else the copy
-    the wheel carries (``rlbook/_bundled/assignments/source``).
+    """The folder of the instructor versions (``assignments/source``: solutions, hidden tests): under
+    ``start`` (default: the working directory) or its parents, else beside the package of a clone
+    (an editable install). The wheel never carries them: an instructor passes their own copy's path
+    (``--source``) when rlbook is installed from a package.
 
     Raises:
         FileNotFoundError: no ``assignments/source`` folder holding ``<name>/<name>.ipynb`` was found.
@@ -63,12 +73,30 @@ def find_assignments_dir(start: Path | None = None) -> Path:
     here = (start or Path.cwd()).resolve()
     candidates = [p / "assignments" / "source" for p in (here, *here.parents)]
     candidates.append(Path(__file__).resolve().parents[1] / "assignments" / "source")
-    candidates.append(Path(__file__).resolve().parent / "_bundled" / "assignments" / "source")
     for c in candidates:
-        if c.is_dir() and any((d / f"{d.name}.ipynb").is_file() for d in c.iterdir() if d.is_dir()):
+        if _holds_assignments(c):
             return c
-    raise FileNotFoundError("no assignments/source folder with <name>/<name>.ipynb found: run from a clone of "
-                            "the repository, or install rlbook from its wheel, which carries the assignments")
+    raise FileNotFoundError("no assignments/source folder with <name>/<name>.ipynb found: the instructor versions "
+                            "are not in the rlbook package; pass their path (--source DIR, source_dir=...), or run "
+                            "from a clone of the repository")
+
+
+def student_assignments_dir() -> Path:
+    """The released student versions (no solutions, no hidden tests): the clone's ``assignments/student``
+    or the copy the wheel carries (``rlbook/_bundled/assignments/student``).
+
+    Raises:
+        FileNotFoundError: neither exists.
+    """
+    here = Path(__file__).resolve()
+    for c in (here.parents[1] / "assignments" / "student", here.parent / "_bundled" / "assignments" / "student"):
+        if _holds_assignments(c):
+            return c
+    raise FileNotFoundError("no student versions of the assignments found (assignments/student)")
+
+
+def _holds_assignments(c: Path) -> bool:
+    return c.is_dir() and any((d / f"{d.name}.ipynb").is_file() for d in c.iterdir() if d.is_dir())
 
 
 def list_assignments(source_dir: Path | None = None) -> list[str]:
@@ -105,19 +133,35 @@ def _require_nbgrader():
         raise RuntimeError('rlbook assignments needs nbgrader: pip install "rlbook[assignments]"') from e
 
 
-def _api(root: Path, timeout: int | None = None):
-    """An ``NbGraderAPI`` on the course folder ``root`` (its own gradebook), with a per-cell timeout."""
+def _api(root: Path, timeout: int | None = None, restrict_code: bool = True):
+    """An ``NbGraderAPI`` on the course folder ``root`` (its own gradebook). With a ``timeout``, the
+    API autogrades in the sandbox (``rlbook.grading``): the hardened notebook runs in a bubblewrap
+    kernel, each cell interrupted after ``timeout`` seconds, and the feedback hides the hidden tests."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern,
+                                        LimitOutput, SaveAutoGrades)
     from traitlets.config import Config
+
+    from rlbook import grading
 
     config = Config()
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
     if timeout is not None:
-        config.Execute.timeout = int(timeout)
-        config.Execute.interrupt_on_timeout = True
-        config.Execute.execute_retries = 0
+        for cls in ("Execute", "SandboxedExecute"):
+            config[cls].timeout = int(timeout)
+            config[cls].interrupt_on_timeout = True
+            config[cls].execute_retries = 0
+            config[cls].iopub_timeout = 30  # s to wait for a cell's last output after its reply (4 by default)
+        config.Autograde.autograde_preprocessors = [
+            grading.Harden, grading.SandboxedExecute, grading.Judge, IgnorePattern, ClearMetadataPreprocessor,
+            LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+        config.Harden.source_root = str(root / "source")
+        config.Harden.restrict = bool(restrict_code)
+        config.Judge.report_dir = str(root / "rlbook-reports")
+        config.GenerateFeedback.preprocessors = [grading.HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
     config.NbGraderAPI.log_level = "WARN"
     return NbGraderAPI(CourseDirectory(config=config), config=config)
 
@@ -220,6 +264,13 @@ class GradeResult:
                 return row["auto_score"]
         raise KeyError((student, assignment))
 
+    def flags(self, student: str, assignment: str) -> str:
+        """The ``flags`` of one submission ("" when nothing was flagged)."""
+        for row in self.rows:
+            if row["student"] == student and row["assignment"] == assignment:
+                return row["flags"]
+        raise KeyError((student, assignment))
+
     def lost(self, student: str, assignment: str) -> dict[str, float]:
         """``{grade_id: points lost}`` for the autograded tests one submission did not pass in full."""
         return {t["grade_id"]: t["max_score"] - t["score"] for t in self.tests
@@ -252,26 +303,32 @@ def _quiet_logs():
 
 
 def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DEFAULT_TIMEOUT,
-          names: list[str] | None = None, source_dir: Path | None = None) -> GradeResult:
+          names: list[str] | None = None, source_dir: Path | None = None, *,
+          restrict_code: bool = True, jobs: int | None = None) -> GradeResult:
     """Autograde every submission under ``submissions`` (``<student>/<assignment>/<assignment>.ipynb``)
     with nbgrader and write the score tables and feedback under ``out`` (see the module docstring).
 
     Each (student, assignment) is graded in a course folder of its own (a copy of the sources and of a
     gradebook made once by ``generate_assignment``), by nbgrader's ``autograde`` (which restores the
-    locked test cells from the source and runs the notebook in a fresh kernel, interrupting any cell
-    that runs longer than ``timeout`` seconds) and ``generate_feedback``. A submission that nbgrader
-    cannot grade at all (its kernel died, its folder vanished) gets ``status = "error: ..."`` and
-    score 0; the batch goes on.
+    locked test cells from the source and runs the notebook in a fresh kernel in the sandbox,
+    interrupting any cell that runs longer than ``timeout`` seconds) and ``generate_feedback``. A
+    submission that nbgrader cannot grade at all (its kernel died) gets ``status = "error: ..."`` and
+    score 0; the batch goes on. The sandbox is checked once first: without it nothing is graded.
 
     Args:
         submissions: folder of student folders.
         out: output folder (created; earlier results for the same submissions are replaced).
-        timeout: seconds allowed per cell, > 0.
+        timeout: seconds allowed per cell, > 0 (the value applied to every cell).
         names: assignments to grade (default: every assignment found in the sources).
         source_dir: the instructor versions (default: ``find_assignments_dir()``).
+        restrict_code: run only the definitions of the student's cells (``rlbook.grading.restrict``);
+            False only to test the sandbox and the guard on their own.
+        jobs: submissions graded at once, each in a worker process (default: the CPU count, at most 4;
+            each kernel uses one thread).
 
     Raises:
         ValueError: ``submissions`` is not a folder, ``timeout`` <= 0, or ``names`` is unknown.
+        rlbook.grading.SandboxUnavailable: bubblewrap cannot run here; nothing is graded.
         RuntimeError: nbgrader is missing or cannot generate an assignment's gradebook entries.
     """
     _require_nbgrader()
@@ -282,6 +339,10 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
         raise ValueError(f"timeout: seconds per cell must be > 0, got {timeout!r}")
     src = Path(source_dir) if source_dir is not None else find_assignments_dir()
     names = _names(names, src)
+    from rlbook.grading import Sandbox
+
+    Sandbox().check()  # refuse to run any student code without the sandbox
+    jobs = min(4, os.cpu_count() or 1) if jobs is None else int(jobs)
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     pairs = _submissions(submissions, names)
@@ -294,22 +355,79 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
         for name in needed:
             _check(api.generate_assignment(name, force=True, create=True), f"generate_assignment {name}")
         points = {name: assignment_points(src / name / f"{name}.ipynb") for name in needed}
-        for student, name in pairs:
-            row, tests, feedback = _grade_one(Path(tmp) / "students" / f"{student}__{name}", template, submissions,
-                                              student, name, points[name], timeout, out)
+        tasks = [(Path(tmp) / "students" / f"{student}__{name}", template, submissions, student, name, points[name],
+                  timeout, out, restrict_code) for student, name in pairs]
+        for row, tests, feedback in _run_tasks(tasks, jobs):
             result.rows.append(row)
             result.tests.extend(tests)
             if feedback is not None:
                 result.feedback.append(feedback)
     result.scores_csv = _write_csv(out / "scores.csv", result.rows,
-                                   ["student", "assignment", "auto_score", "auto_max", "manual_max", "status"])
+                                   ["student", "assignment", "auto_score", "auto_max", "manual_max", "status", "flags", "seconds"])
     result.tests_csv = _write_csv(out / "scores_by_test.csv", result.tests,
                                   ["student", "assignment", "grade_id", "kind", "score", "max_score"])
     return result
 
 
+def _grade_task(task):
+    """One submission, timed, with the tripwire: the template and the submissions folder must not change."""
+    template, submissions = task[1], task[2]
+    with _quiet_logs():
+        before = _fingerprint(template, submissions)
+        started = time.monotonic()
+        row, tests, feedback = _grade_one(*task)
+        row["seconds"] = round(time.monotonic() - started, 1)
+        if _fingerprint(template, submissions) != before:
+            row["flags"] = _join(row["flags"], "the course folder outside the submission changed while it was graded")
+    return row, tests, feedback
+
+
+def _failed_task(task, error: BaseException):
+    """The outcome of a submission whose grading process died: 0 points, an error status."""
+    _, _, _, student, name, points, *_ = task
+    row = {"student": student, "assignment": name, "auto_score": 0.0,
+           "auto_max": sum(p for k, p in points.values() if k == "auto"),
+           "manual_max": sum(p for k, p in points.values() if k == "manual"),
+           "status": f"error: the grading process died ({type(error).__name__})", "flags": "", "seconds": 0.0}
+    tests = [{"student": student, "assignment": name, "grade_id": g, "kind": k, "score": 0.0, "max_score": p}
+             for g, (k, p) in points.items()]
+    return row, tests, None
+
+
+def _run_tasks(tasks: list, jobs: int) -> list:
+    """Grade the tasks, ``jobs`` at a time, each in a worker process (one worker's death costs only
+    the submission it was grading: the others are graded again in a fresh pool)."""
+    if jobs <= 1 or len(tasks) <= 1:
+        return [_grade_task(t) for t in tasks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    outcomes: dict[int, tuple] = {}
+    pending, tries = list(range(len(tasks))), {i: 0 for i in range(len(tasks))}
+    while pending:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
+            futures = {i: pool.submit(_grade_task, tasks[i]) for i in pending}
+            retry = []
+            for i, future in futures.items():
+                try:
+                    outcomes[i] = future.result()
+                except BrokenProcessPool as e:  # some worker died: grade the unfinished ones again
+                    tries[i] += 1
+                    if tries[i] >= 2:
+                        outcomes[i] = _failed_task(tasks[i], e)
+                    else:
+                        retry.append(i)
+                except Exception as e:  # noqa: BLE001 - a submission must never stop the batch
+                    outcomes[i] = _failed_task(tasks[i], e)
+        pending = retry
+        jobs = 1 if retry else jobs  # alone, a crashing submission takes no other with it
+    return [outcomes[i] for i in range(len(tasks))]
+
+
 def _grade_one(root: Path, template: Path, submissions: Path, student: str, name: str,
-               points: dict[str, tuple[str, float]], timeout, out: Path):
+               points: dict[str, tuple[str, float]], timeout, out: Path, restrict_code: bool = True):
     """Grade one submission in its own course folder ``root``; never raises for the submission's faults."""
     shutil.copytree(template / "source", root / "source")
     shutil.copy2(template / "gradebook.db", root / "gradebook.db")
@@ -318,24 +436,37 @@ def _grade_one(root: Path, template: Path, submissions: Path, student: str, name
     auto_max = sum(p for kind, p in points.values() if kind == "auto")
     manual_max = sum(p for kind, p in points.values() if kind == "manual")
     row = {"student": student, "assignment": name, "auto_score": 0.0, "auto_max": auto_max,
-           "manual_max": manual_max, "status": "graded"}
+           "manual_max": manual_max, "status": "graded", "flags": ""}
+    flags = []
     scores = {gid: 0.0 for gid in points}
     feedback = None
+    flags += _edited_locked_cells(submissions / student / name / f"{name}.ipynb", template / "source" / name / f"{name}.ipynb")
     try:
-        api = _api(root, timeout)
+        api = _api(root, timeout, restrict_code)
         res = api.autograde(name, student, force=True, create=True)
         if not res.get("success"):
             reason = _first_line((res.get("error") or "") + "\n" + (res.get("log") or ""))
             row["status"] = "error: " + (reason or "autograde failed")
         else:
-            scores.update(_read_scores(root, name, student))
+            for gid, score in _read_scores(root, name, student).items():
+                if gid in points and score > points[gid][1]:
+                    flags.append(f"{gid}: score {score:g} above the cell's {points[gid][1]:g} points (capped)")
+                    score = points[gid][1]
+                scores[gid] = max(score, 0.0)
+            report = root / "rlbook-reports" / student / f"{name}.json"
+            if report.is_file():
+                flags += json.loads(report.read_text())["flags"]
+            else:
+                flags.append("no grading report: the hardening step did not run")
             res = api.generate_feedback(name, student, force=True)
             html = root / "feedback" / student / name / f"{name}.html"
             if res.get("success") and html.is_file():
+                # the page only: files the submission wrote never reach the feedback folder
                 dst = out / "feedback" / student / name
                 if dst.exists():
                     shutil.rmtree(dst)
-                shutil.copytree(root / "feedback" / student / name, dst)
+                dst.mkdir(parents=True)
+                shutil.copy2(html, dst / f"{name}.html")
                 feedback = dst / f"{name}.html"
             graded_nb = root / "autograded" / student / name / f"{name}.ipynb"
             if graded_nb.is_file():
@@ -344,9 +475,58 @@ def _grade_one(root: Path, template: Path, submissions: Path, student: str, name
     except Exception as e:  # a submission must never stop the batch
         row["status"] = f"error: {type(e).__name__}: {_first_line(str(e))}"
     row["auto_score"] = sum(scores[g] for g, (kind, _) in points.items() if kind == "auto")
+    row["flags"] = "; ".join(flags)
     tests = [{"student": student, "assignment": name, "grade_id": g, "kind": kind, "score": scores[g], "max_score": p}
              for g, (kind, p) in points.items()]
     return row, tests, feedback
+
+
+def _edited_locked_cells(submitted: Path, source: Path) -> list[str]:
+    """A flag for each of the instructor's locked code cells (tests, setup) whose submitted source differs
+    (nbgrader grades the instructor's version anyway) or that is missing."""
+    try:
+        cells = json.loads(submitted.read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ["the submitted notebook could not be read"]
+    def text(cell):
+        src = cell.get("source", "")
+        return "".join(src) if isinstance(src, list) else src
+    theirs = {}
+    for c in cells:
+        if isinstance(c, dict):
+            gid = (c.get("metadata", {}).get("nbgrader") or {}).get("grade_id")
+            if gid:
+                theirs[gid] = text(c)
+    flags = []
+    for c in json.loads(source.read_text())["cells"]:
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        if c["cell_type"] == "code" and meta.get("locked") and not meta.get("solution"):
+            gid = meta.get("grade_id")
+            if gid not in theirs:
+                flags.append(f"{gid}: the instructor's cell is missing from the submission")
+            elif _strip_hidden(theirs[gid]) != _strip_hidden(text(c)):
+                flags.append(f"{gid}: the submitted cell differs from the instructor's (graded with the instructor's)")
+    return flags
+
+
+def _strip_hidden(text: str) -> str:
+    return re.sub(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", "", text, flags=re.S).strip()
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def _fingerprint(*folders: Path) -> list[tuple]:
+    """(path, size, mtime) of every file under ``folders``: the grader's tripwire for writes outside a
+    submission's sandbox."""
+    out = []
+    for folder in folders:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file() and p.name != "gradebook.db":
+                st = p.stat()
+                out.append((str(p), st.st_size, st.st_mtime_ns))
+    return out
 
 
 def _read_scores(root: Path, name: str, student: str) -> dict[str, float]:
@@ -382,8 +562,18 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> Path:
 # --- the command line ------------------------------------------------------------------------------------
 
 
+def _source(args) -> Path:
+    return Path(args.source) if getattr(args, "source", None) else find_assignments_dir()
+
+
 def _cmd_list(args) -> int:
-    src = find_assignments_dir()
+    if getattr(args, "source", None):
+        src = Path(args.source)
+    else:
+        try:
+            src = find_assignments_dir()
+        except FileNotFoundError:
+            src = student_assignments_dir()
     for name in list_assignments(src):
         pts = assignment_points(src / name / f"{name}.ipynb")
         auto = sum(p for k, p in pts.values() if k == "auto")
@@ -393,23 +583,31 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_release(args) -> int:
-    for path in release(args.out, args.names or None):
+    for path in release(args.out, args.names or None, source_dir=_source(args)):
         print(path)
     return 0
 
 
 def _cmd_grade(args) -> int:
-    result = grade(args.submissions, args.out, timeout=args.timeout, names=args.names or None)
+    from rlbook.grading import SandboxUnavailable
+
+    try:
+        result = grade(args.submissions, args.out, timeout=args.timeout, names=args.names or None,
+                       source_dir=_source(args), jobs=args.jobs)
+    except SandboxUnavailable as e:
+        print(e, file=sys.stderr)
+        return 2
     for row in result.rows:
         print(f"{row['student']:20s} {row['assignment']:28s} {row['auto_score']:6g} / {row['auto_max']:g}"
-              f"  (+ {row['manual_max']:g} written, graded by hand)  {row['status']}")
+              f"  (+ {row['manual_max']:g} written, graded by hand)  {row['status']}"
+              + (f"  FLAGGED: {row['flags']}" if row["flags"] else ""))
     print(f"scores: {result.scores_csv}\nper test: {result.tests_csv}\nfeedback: {Path(args.out).resolve() / 'feedback'}")
     return 0 if all(r["status"] == "graded" for r in result.rows) else 1
 
 
 def _cmd_validate(args) -> int:
     try:
-        scores = validate(args.names or None, timeout=args.timeout)
+        scores = validate(args.names or None, timeout=args.timeout, source_dir=_source(args))
     except RuntimeError as e:
         print(e, file=sys.stderr)
         return 1
@@ -425,18 +623,23 @@ def add_subparser(sub) -> None:
                        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     sp = p.add_subparsers(dest="assignments_cmd", required=True)
     q = sp.add_parser("list", help="the assignments and their points")
+    q.add_argument("--source", help="the instructor versions: a folder of <name>/<name>.ipynb (default: assignments/source in a clone)")
     q.set_defaults(fn=_cmd_list)
     q = sp.add_parser("release", help="student versions, via nbgrader generate_assignment")
     q.add_argument("names", nargs="*", help="assignments (default: all)")
     q.add_argument("--out", default="assignments-course", help="course folder to write (default: %(default)s)")
+    q.add_argument("--source", help="the instructor versions: a folder of <name>/<name>.ipynb (default: assignments/source in a clone)")
     q.set_defaults(fn=_cmd_release)
     q = sp.add_parser("grade", help="autograde SUBMISSIONS/<student>/<assignment>/<assignment>.ipynb")
     q.add_argument("submissions", help="folder of student folders")
     q.add_argument("names", nargs="*", help="assignments (default: all)")
     q.add_argument("--out", default="graded", help="folder for scores.csv and feedback/ (default: %(default)s)")
     q.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per cell (default: %(default)s)")
+    q.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count, at most 4)")
+    q.add_argument("--source", help="the instructor versions: a folder of <name>/<name>.ipynb (default: assignments/source in a clone)")
     q.set_defaults(fn=_cmd_grade)
     q = sp.add_parser("validate", help="the instructor solutions score full marks")
     q.add_argument("names", nargs="*", help="assignments (default: all)")
     q.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per cell (default: %(default)s)")
+    q.add_argument("--source", help="the instructor versions: a folder of <name>/<name>.ipynb (default: assignments/source in a clone)")
     q.set_defaults(fn=_cmd_validate)

@@ -1,12 +1,19 @@
 """The course assignments through nbgrader: released student versions and autograding.
 
 Everything here goes through ``rlbook.assignments`` (nbgrader's generate_assignment, autograde and
-generate_feedback); student code runs only in the kernels nbgrader starts. The batch fixtures grade,
-in two nbgrader runs: the instructor versions (full marks), the untouched student versions (0, no
-crash), submissions with one deliberate mistake each (they lose exactly the points of the tests aimed
-at that mistake), and hostile submissions (an endless loop, ``sys.exit``, deleting every file in the
-working folder, killing the kernel) that cost only their own points while the rest of the batch is
-graded.
+generate_feedback) and ``rlbook.grading`` (the bubblewrap sandbox, the reduction of student cells to
+definitions, the guard in the kernel). The batch fixtures grade, in two runs: (1) the instructor
+versions (full marks), the untouched student versions (0, no crash), submissions with one deliberate
+mistake each (they lose exactly the points of the tests aimed at that mistake), a correct submission
+that prints a warning (full marks) and the attacks an instructor reported (an IPython input
+transformer, rebinding the tests' reference, a no-op ``torch.testing.assert_close``, calling the
+library's implementation, ``REFERENCE[VARIANT]``, an edited test cell): each scores 0 on the attacked
+tests and is flagged; (2) with the reduction to definitions switched off, so that only the sandbox and
+the guard stand in the way: a submission that probes the sandbox (reading the instructor sources, the
+gradebook and another student's folder, writing outside its folder, the network), an endless loop
+(interrupted after the per-cell timeout passed, not nbgrader's 30 s default), ``sys.exit``, deleting
+files and writing a 100 MB file, killing the kernel, and the runtime forms of the attacks; the rest of
+the batch is graded. Sandbox tests skip only where bubblewrap is not installed (CI installs it).
 """
 
 from __future__ import annotations
@@ -30,6 +37,15 @@ NAMES = A.list_assignments(SOURCE) if SOURCE.is_dir() else []
 
 needs_nbgrader = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
                                     reason='nbgrader is not installed: pip install -e ".[assignments]"')
+NO_BWRAP = ("bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap); grading refuses to run "
+            "student code without it, so the grading tests cannot run here")
+
+
+def _require_grading():
+    if importlib.util.find_spec("nbgrader") is None:
+        pytest.skip('nbgrader is not installed: pip install -e ".[assignments]"')
+    if shutil.which("bwrap") is None:
+        pytest.skip(NO_BWRAP)
 
 # One deliberate mistake per row: (assignment, grade_id of the solution cell, old text, new text, the
 # autograded tests expected to lose all their points). The substitution is made in the instructor's
@@ -46,16 +62,88 @@ MISTAKES = [
      {"test_group_advantages", "test_group_advantages_scale"}),
 ]
 
-# The hostile submissions: a line put at the top of the first solution cell of ``HOSTILE_IN``.
+# The attacks, graded in the main batch with every layer on: (student, assignment, start from "source" or
+# "released", {grade_id: edit of that cell's text}, the autograded tests that must score 0 (None: all
+# of them), a word the flags must contain).
+TRANSFORMER = ("get_ipython().input_transformers_cleanup.append(lambda lines: ['try:\\n'] + "
+               "['    ' + line for line in lines] + ['\\nexcept BaseException:\\n    pass\\n'])\n")
+ATTACKS = [
+    # one line, no code: wraps every later cell (the tests too) in try/except (13/13 .. 6/6 before)
+    ("atk_transformer", "part3_grpo_loss", "released", {"group_advantages": lambda t: TRANSFORMER + t}, None,
+     "get_ipython"),
+    # a wrong k3 that makes itself the tests' reference
+    ("atk_rebind_reference", "part3_grpo_loss", "source",
+     {"k3": lambda t: _solution(t, "    return torch.zeros_like(log_probs)") + "\nrl.kl_k3 = k3\n"},
+     {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "assigns an attribute"),
+    # wrong advantages, and torch.testing.assert_close made a no-op
+    ("atk_noop_assert_close", "part3_grpo_loss", "source",
+     {"group_advantages": lambda t: "torch.testing.assert_close = lambda *args, **kwargs: None\n"
+      + _solution(t, "    return torch.zeros_like(rewards)")},
+     {"test_group_advantages", "test_group_advantages_scale"}, "testing"),
+    # the library's implementation called from the solution
+    ("atk_oracle_call", "part3_grpo_loss", "source",
+     {"k3": lambda t: _solution(t, "    return rl.kl_k3(log_probs, ref_log_probs)")},
+     {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "library's implementation"),
+    # part 4's one line: the notebook's own reference as the answer
+    ("atk_reference_answer", "part4_modern_variant", "released",
+     {"choose_variant": lambda t: 'VARIANT = "cispo"\n', "variant_loss": lambda t: "variant_loss = REFERENCE[VARIANT]\n"},
+     None, "REFERENCE"),
+    # a test cell edited to pass: restored from the instructor's version, so it scores what the code earns
+    ("atk_edited_test", "part3_grpo_loss", "source", {"test_k3": lambda t: "pass\n"}, set(), "differs"),
+]
+
+# A correct submission whose function prints a warning (stderr): it must keep full marks.
+WARNS = ("warns", "part1_score_function", {"softmax_score": lambda t: "import warnings\n\n" + t.replace(
+    "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    warnings.warn(\"a warning from the student's code\")\n")})
+
+# The hostile batch (part 3), graded with the reduction to definitions off: only the sandbox and the
+# guard in the kernel stand between these and the grade. Code put at the top of a cell (``top``) or
+# at the start of a function's solution region (``body``).
 HOSTILE_IN = "part3_grpo_loss"
+PROBE = """import json, os, socket
+probe = {}
+def attempt(label, fn):
+    try:
+        fn()
+        probe[label] = "ALLOWED"
+    except BaseException as e:
+        probe[label] = type(e).__name__
+attempt("read_own_folder", lambda: os.listdir("."))
+attempt("read_source", lambda: os.listdir("../../../source"))
+attempt("read_source_abs", lambda: os.listdir(SOURCE_DIR))
+attempt("read_gradebook", lambda: open("../../../gradebook.db", "rb").read(1))
+attempt("read_other_student", lambda: os.listdir(OTHER_DIR))
+attempt("write_other_student", lambda: open(os.path.join(OTHER_DIR, "x.txt"), "w").write("x"))
+attempt("write_gradebook", lambda: open("../../../gradebook.db", "w").write("x"))
+attempt("write_root", lambda: open("/planted.txt", "w").write("x"))
+attempt("network_host", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=3))
+attempt("network_outside", lambda: socket.create_connection(("1.1.1.1", 53), timeout=3))
+print("PROBE " + json.dumps(probe))
+"""
 HOSTILE = {
-    "loops_forever": "while True:\n    pass\n",
-    "calls_exit": "import sys\nsys.exit(1)\n",
-    "deletes_files": ("import os, shutil\nfor _f in os.listdir('.'):\n"
-                      "    (shutil.rmtree if os.path.isdir(_f) else os.remove)(_f)\n"),
-    "kills_kernel": "import os\nos._exit(1)\n",
+    "probes": ("top", "group_advantages", PROBE),
+    "loops_forever": ("body", "group_advantages", "    import time\n    started = time.monotonic()\n    try:\n"
+                      "        while True:\n            pass\n    finally:\n"
+                      "        print(f'interrupted after {time.monotonic() - started:.1f} s')\n"),
+    "calls_exit": ("top", "group_advantages", "import sys\nsys.exit(1)\n"),
+    "deletes_files": ("top", "group_advantages",
+                      "import os, shutil\nfor _f in os.listdir('.'):\n"
+                      "    (shutil.rmtree if os.path.isdir(_f) else os.remove)(_f)\n"
+                      "shutil.rmtree(OTHER_DIR, ignore_errors=True)\nshutil.rmtree(SOURCE_DIR, ignore_errors=True)\n"
+                      "try:\n    open('big.bin', 'wb').write(b'0' * (100 << 20))\nexcept OSError as e:\n"
+                      "    print('writing 100 MB:', type(e).__name__)\nopen('small.txt', 'w').write('written by the submission')\n"),
+    "kills_kernel": ("top", "group_advantages", "import os\nos._exit(1)\n"),
+    "rt_rebind_reference": ("top", "k3", "rl.kl_k3 = lambda log_probs, ref_log_probs: torch.zeros_like(log_probs)\n"),
+    "rt_noop_assert_close": ("top", "group_advantages", "torch.testing.assert_close = lambda *args, **kwargs: None\n"),
+    "rt_oracle_call": ("body", "k3", "    return rl.kl_k3(log_probs, ref_log_probs)\n"),
 }
-HOSTILE_TIMEOUT = 20  # s per cell: the endless loop is interrupted after this
+HOSTILE_TIMEOUT = 45  # s per cell, not nbgrader's 30 s default: the endless loop is interrupted after this
+
+
+def _solution(text: str, body: str) -> str:
+    """A solution cell with its solution region's body replaced by ``body``."""
+    return re.sub(r"### BEGIN SOLUTION\n.*?\n([ \t]*)### END SOLUTION", lambda m: f"### BEGIN SOLUTION\n{body}\n"
+                  f"{m.group(1)}### END SOLUTION", text, flags=re.S)
 
 
 def _cells(nb_path: Path) -> list[dict]:
@@ -69,6 +157,12 @@ def _meta(cell: dict) -> dict:
 def _source(cell: dict) -> str:
     src = cell["source"]
     return "".join(src) if isinstance(src, list) else src
+
+
+def _text(output: dict) -> str:
+    """A stream output's text (stored as a list of lines or as one string)."""
+    text = output.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
 
 
 def _regions(text: str, begin: str, end: str) -> list[str]:
@@ -227,6 +321,7 @@ def test_released_version_has_no_solution_text(released, name):
 
 def test_cli_grades_a_folder(released, tmp_path):
     """``rlbook assignments grade`` from the command line: the tables, the feedback, the summary."""
+    _require_grading()
     name = HOSTILE_IN
     _submit(tmp_path / "submitted", "alice", name, released[name])
     out = subprocess.run([sys.executable, "-m", "rlbook.cli", "assignments", "grade", str(tmp_path / "submitted"),
@@ -256,7 +351,9 @@ def _mistake_notebook(tmp: Path, name: str, grade_id: str, old: str | None, new:
 
 @pytest.fixture(scope="module")
 def batch(released, tmp_path_factory):
-    """Grade, in one run: the instructor versions, the released versions, and the deliberate mistakes."""
+    """Grade, in one run: the instructor versions, the released versions, the deliberate mistakes, a
+    submission that warns, and the attacks."""
+    _require_grading()
     tmp = tmp_path_factory.mktemp("batch")
     subs = tmp / "submitted"
     for name in NAMES:
@@ -265,6 +362,14 @@ def batch(released, tmp_path_factory):
     for i, (name, grade_id, old, new, _) in enumerate(MISTAKES):
         if name in NAMES and old is not None:
             _submit(subs, f"mistake{i}", name, _mistake_notebook(tmp, name, grade_id, old, new))
+    for student, name, start, edits, _, _ in ATTACKS:
+        nb = _submit(subs, student, name, SOURCE / name / f"{name}.ipynb" if start == "source" else released[name])
+        for grade_id, edit in edits.items():
+            _set_cell(nb, grade_id, edit)
+    student, name, edits = WARNS
+    nb = _submit(subs, student, name, SOURCE / name / f"{name}.ipynb")
+    for grade_id, edit in edits.items():
+        _set_cell(nb, grade_id, edit)
     return A.grade(subs, tmp / "graded", source_dir=SOURCE)
 
 
@@ -318,41 +423,166 @@ def test_score_tables_and_feedback(batch):
 # --- grading: hostile submissions ---------------------------------------------------------------------------
 
 
+def test_honest_flags_nothing(batch):
+    for name in NAMES:
+        assert batch.flags("instructor", name) == "", (name, batch.flags("instructor", name))
+        assert batch.flags("untouched", name) == "", (name, batch.flags("untouched", name))
+
+
+def test_a_warning_never_fails_a_test(batch):
+    """stderr in a test cell (a warning from the student's code) is kept as output, not scored as a failure."""
+    student, name, _ = WARNS
+    row = next(r for r in batch.rows if r["student"] == student)
+    assert row["status"] == "graded" and row["auto_score"] == row["auto_max"] and row["flags"] == "", row
+    executed = batch.scores_csv.parent / "autograded" / student / name / f"{name}.ipynb"
+    texts = [_text(o) for c in _cells(executed) if _meta(c).get("grade") for o in c.get("outputs", [])]
+    assert any("a warning from the student's code" in t for t in texts)
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_an_attack_scores_zero_on_its_tests_and_is_flagged(batch, attack):
+    student, name, _, _, attacked, flag_word = attack
+    row = next(r for r in batch.rows if r["student"] == student)
+    assert row["status"] == "graded", row
+    assert flag_word in row["flags"], row["flags"]
+    points = A.assignment_points(SOURCE / name / f"{name}.ipynb")
+    if attacked is None:  # every autograded test
+        assert row["auto_score"] == 0, row
+        return
+    lost = batch.lost(student, name)
+    assert lost == {g: points[g][1] for g in attacked}, lost
+
+
+def test_feedback_hides_the_hidden_tests(batch):
+    for name in NAMES:
+        source = (SOURCE / name / f"{name}.ipynb").read_text()
+        hidden = [ln for region in _regions("\n".join(_source(c) for c in _cells(SOURCE / name / f"{name}.ipynb")),
+                                            r"### BEGIN HIDDEN TESTS", r"### END HIDDEN TESTS")
+                  for ln in region.splitlines() if len(ln.strip()) >= 12]
+        public = {ln.strip() for c in _cells(ROOT / "assignments" / "student" / name / f"{name}.ipynb")
+                  for ln in _source(c).splitlines()}
+        hidden = [ln for ln in hidden if ln.strip() not in public]
+        assert hidden and "BEGIN HIDDEN TESTS" in source
+        for student in ("instructor", "untouched"):
+            html = (batch.scores_csv.parent / "feedback" / student / name / f"{name}.html").read_text()
+            import html as _html
+            lines = {ln.strip() for ln in _html.unescape(re.sub(r"<[^>]+>", "", html)).splitlines()}
+            shown = [ln for ln in hidden if ln.strip() in lines]
+            assert not shown, f"{student}/{name}: hidden test lines in the feedback: {shown[:3]}"
+
+
+def test_grading_refuses_without_a_sandbox(released, tmp_path, monkeypatch):
+    """No bubblewrap: nothing is graded, nothing is written, and the message says why."""
+    from rlbook import grading
+
+    monkeypatch.setattr(grading.Sandbox, "executable", staticmethod(lambda: None))
+    _submit(tmp_path / "submitted", "alice", HOSTILE_IN, released[HOSTILE_IN])
+    with pytest.raises(grading.SandboxUnavailable, match="refuses to grade"):
+        A.grade(tmp_path / "submitted", tmp_path / "graded", names=[HOSTILE_IN], source_dir=SOURCE)
+    assert not (tmp_path / "graded" / "scores.csv").exists()
+
+
 @pytest.fixture(scope="module")
-def hostile(released, tmp_path_factory):
-    if HOSTILE_IN not in NAMES:
-        pytest.fail(f"{HOSTILE_IN} is missing")
+def hostile(tmp_path_factory):
+    """The hostile batch, reduction to definitions off (the sandbox and the guard only), with a TCP
+    listener on the host that the probe tries to reach."""
+    _require_grading()
+    import socket
+
     tmp = tmp_path_factory.mktemp("hostile")
     subs = tmp / "submitted"
     source = SOURCE / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
-    target = _first_solution_cell(source)
-    for student, code in HOSTILE.items():
+    other = subs / "zz_honest" / HOSTILE_IN
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    for student, (where, grade_id, code) in HOSTILE.items():
+        code = code.replace("SOURCE_DIR", repr(str(SOURCE))).replace("OTHER_DIR", repr(str(other))).replace("PORT", str(port))
         nb = _submit(subs, student, HOSTILE_IN, source)
-        _set_cell(nb, target, lambda text, code=code: code + text)
+        if where == "top":
+            _set_cell(nb, grade_id, lambda text, code=code: code + text)
+        else:
+            _set_cell(nb, grade_id, lambda text, code=code: text.replace("### BEGIN SOLUTION\n", "### BEGIN SOLUTION\n" + code, 1))
     _submit(subs, "zz_honest", HOSTILE_IN, source)  # graded after the others
-    return A.grade(subs, tmp / "graded", timeout=HOSTILE_TIMEOUT, names=[HOSTILE_IN], source_dir=SOURCE), target
+    before = {p: p.read_bytes() for p in sorted(SOURCE.rglob("*")) if p.is_file()}
+    try:
+        result = A.grade(subs, tmp / "graded", timeout=HOSTILE_TIMEOUT, names=[HOSTILE_IN], source_dir=SOURCE,
+                         restrict_code=False)
+    finally:
+        listener.close()
+    assert {p: p.read_bytes() for p in sorted(SOURCE.rglob("*")) if p.is_file()} == before, "the sources changed"
+    return result
 
 
-@pytest.mark.parametrize("student", ["loops_forever", "calls_exit"])
-def test_loop_and_exit_cost_only_the_broken_cell(hostile, student):
-    result, target = hostile
-    row = next(r for r in result.rows if r["student"] == student)
+def _row(result, student):
+    return next(r for r in result.rows if r["student"] == student)
+
+
+def test_the_sandbox_hides_the_course_and_the_network(hostile):
+    """The probe ran, could read its own folder, and nothing else: not the instructor sources (by the
+    course-relative or the absolute path), not the gradebook, not another student's folder; it could
+    not write there or anywhere outside its folder, and reached no network, not even the host's."""
+    executed = hostile.scores_csv.parent / "autograded" / "probes" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    texts = [_text(o) for c in _cells(executed) for o in c.get("outputs", [])]
+    line = next((ln for t in texts for ln in t.splitlines() if ln.startswith("PROBE ")), None)
+    assert line, "the probe did not run"
+    probe = json.loads(line[len("PROBE "):])
+    assert probe.pop("read_own_folder") == "ALLOWED"
+    assert len(probe) == 9 and not [k for k, v in probe.items() if v == "ALLOWED"], probe
+    row = _row(hostile, "probes")
+    assert row["status"] == "graded" and row["auto_score"] == row["auto_max"] and row["flags"] == "", row
+
+
+def test_the_per_cell_timeout_is_the_one_passed(hostile):
+    """The endless loop in group_advantages costs exactly the tests that call it, each interrupted after
+    HOSTILE_TIMEOUT (45 s), not after nbgrader's 30 s default."""
+    expected = _tests_of(SOURCE / HOSTILE_IN / f"{HOSTILE_IN}.ipynb", "group_advantages")
+    assert expected and set(hostile.lost("loops_forever", HOSTILE_IN)) == expected
+    executed = hostile.scores_csv.parent / "autograded" / "loops_forever" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    waited = [float(m) for c in _cells(executed) if _meta(c).get("grade_id") in expected for o in c.get("outputs", [])
+              for m in re.findall(r"interrupted after ([0-9.]+) s", _text(o))]
+    assert len(waited) == len(expected), waited
+    assert all(HOSTILE_TIMEOUT - 1 <= w < HOSTILE_TIMEOUT + 15 for w in waited), waited  # 45 s, not 30
+
+
+def test_exit_costs_only_the_broken_cell(hostile):
+    row = _row(hostile, "calls_exit")
     assert row["status"] == "graded", row
-    expected = _tests_of(SOURCE / HOSTILE_IN / f"{HOSTILE_IN}.ipynb", target)
-    assert expected, f"no test calls {target}()"
-    assert set(result.lost(student, HOSTILE_IN)) == expected
+    assert set(hostile.lost("calls_exit", HOSTILE_IN)) == _tests_of(SOURCE / HOSTILE_IN / f"{HOSTILE_IN}.ipynb",
+                                                                     "group_advantages")
 
 
-def test_deleting_files_is_contained(hostile):
-    result, _ = hostile
-    row = next(r for r in result.rows if r["student"] == "deletes_files")
-    assert row["status"] == "graded" and result.lost("deletes_files", HOSTILE_IN) == {}
+def test_deleting_and_big_files_are_contained(hostile):
+    """Deleting its folder, the other student's and the sources, and writing 100 MB: its own marks are
+    intact, the others' submissions and the sources untouched (checked by the fixture and the honest
+    row), and the feedback folder holds the feedback page only, no file the submission wrote."""
+    row = _row(hostile, "deletes_files")
+    assert row["status"] == "graded" and hostile.lost("deletes_files", HOSTILE_IN) == {} and row["flags"] == "", row
+    feedback = hostile.scores_csv.parent / "feedback" / "deletes_files" / HOSTILE_IN
+    assert sorted(p.name for p in feedback.iterdir()) == [f"{HOSTILE_IN}.html"]
+    executed = hostile.scores_csv.parent / "autograded" / "deletes_files" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    texts = [_text(o) for c in _cells(executed) for o in c.get("outputs", [])]
+    assert any("writing 100 MB: OSError" in t for t in texts), "the file-size limit did not stop the 100 MB file"
 
 
 def test_a_dead_kernel_scores_zero_and_the_batch_goes_on(hostile):
-    result, _ = hostile
-    row = next(r for r in result.rows if r["student"] == "kills_kernel")
+    row = _row(hostile, "kills_kernel")
     assert row["status"].startswith("error") and "Kernel died" in row["status"], row
     assert row["auto_score"] == 0
-    honest = next(r for r in result.rows if r["student"] == "zz_honest")
-    assert honest["status"] == "graded" and honest["auto_score"] == honest["auto_max"]
+    honest = _row(hostile, "zz_honest")
+    assert honest["status"] == "graded" and honest["auto_score"] == honest["auto_max"] and honest["flags"] == ""
+
+
+@pytest.mark.parametrize("student,tests,error", [
+    ("rt_rebind_reference", {"test_k3"}, "GradingIntegrityError"),
+    ("rt_noop_assert_close", {"test_group_advantages"}, "GradingIntegrityError"),
+    ("rt_oracle_call", {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "OracleCallError"),
+])
+def test_the_guard_catches_what_reaches_the_kernel(hostile, student, tests, error):
+    """With the reduction to definitions off, the guard in the kernel still fails and flags the
+    attacked tests: a rebound reference or a no-op assert_close is detected (and undone) before the
+    next test, the library's implementation raises when the student's code calls it."""
+    row = _row(hostile, student)
+    assert row["status"] == "graded" and error in row["flags"], row
+    assert set(hostile.lost(student, HOSTILE_IN)) == tests, hostile.lost(student, HOSTILE_IN)

@@ -18,6 +18,16 @@
 # graded), 3 for the written answer, graded by hand. The tests compare your functions with the
 # `rlbook` library's implementations on inputs you have not seen. Write your code where it says
 # `YOUR CODE HERE` (delete the `raise NotImplementedError()` line) and do not change the test cells.
+#
+# **How your notebook is graded.** It runs in a fresh kernel in a sandbox (no network, no files but its
+# own). Of your code cells, only function and class definitions, imports and constant assignments
+# (`EPS = 1e-8`) run at grading: calls and prints you add to try things out are left out. You may
+# import `torch`, `numpy`, `math`, `random`, `itertools`, `functools`, `collections`, `typing`,
+# `dataclasses`, `statistics`, `warnings` and `matplotlib`. Your code may not call the `rlbook`
+# library's implementations of the functions you write (nor the notebook's reference functions), and
+# may not reach IPython, files, the operating system or the tests' tools; a cell that does is not run,
+# and the instructor sees why. A test fails when it raises: a failed assertion, an error, or running
+# longer than the time limit per cell. What you print, and warnings (stderr), never fail a test.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import torch

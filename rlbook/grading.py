@@ -1,0 +1,763 @@
+"""Isolated, tamper-resistant grading of nbgrader submissions (used by ``rlbook assignments grade``).
+
+Three layers, each tested in ``tests/test_assignments.py`` against the attacks it stops:
+
+1. **A sandbox per submission** (:class:`Sandbox`, :class:`SandboxedKernelManager`). The kernel that
+   runs a submission is started inside `bubblewrap <https://github.com/containers/bubblewrap>`_
+   (Debian's ``bubblewrap``): its only writable places are an empty, size-capped working folder
+   (``/submission``, holding read-only copies of the files submitted beside the notebook, never the
+   notebook itself) and a size-capped ``/tmp``; it sees the Python installation read-only and nothing
+   else of the machine (no course folder, no instructor sources, no gradebook, no other student, no
+   home folder); it has no network (a network namespace of its own), its own process namespace, no
+   capabilities, and CPU-time, address-space, file-size, open-file and process limits. It talks to
+   nbgrader over Unix sockets in a private folder. Everything nbgrader writes (the gradebook, the
+   graded notebook, the feedback) is written by the grading process outside the sandbox. Without a
+   working bubblewrap the grader **refuses to grade** (:class:`SandboxUnavailable`): it never falls back
+   to running student code unsandboxed.
+
+2. **Only definitions run** (:func:`restrict`). Every code cell that is not one of the instructor's
+   locked cells (the solution cells and any cell a student added) is parsed, and only its function
+   definitions, class definitions, imports of allowed modules and constant assignments are executed.
+   Statements that would run at definition time are dropped (a student's own trial calls, prints,
+   plots). A cell that reaches for the grading machinery is not run at all and is flagged: IPython's
+   hooks (``get_ipython``), ``exec``/``eval``/``setattr``/``globals`` and friends, dunder or private
+   attributes, attribute assignment other than ``self.x = ...``, in-place changes to objects the cell
+   did not create, ``global``, decorators, imports outside :data:`ALLOWED_IMPORTS`, modules such as
+   ``os``/``sys``/``torch.testing`` reached as attributes, the library's implementations of the graded
+   functions (:data:`ORACLES`, e.g. ``rl.kl_k3``) and the notebook's own references (``REFERENCE``), and
+   rebinding a name the instructor's cells define.
+
+3. **A guard in the kernel** (``GUARD``): after the setup cells, the library's implementations of the
+   graded functions are wrapped so that they raise when any frame on the call stack belongs to
+   student code (tests may call them; submissions may not, even indirectly), and a snapshot is taken
+   of the objects tests rely on (``rlbook``'s, ``torch``'s, ``torch.testing``'s and
+   ``torch.nn.functional``'s namespaces, ``torch.Tensor``, the builtins, IPython's input and AST
+   transformers and event hooks, the trace and display hooks, the notebook's own globals). Each test
+   cell checks the snapshot before and after it runs; a difference fails that test, is restored, and
+   is flagged.
+
+The score table flags a submission when any layer fired, when a test cell's source differs from the
+instructor's (nbgrader restores it anyway), when a score exceeds a cell's points (it is capped), and
+when the course folder outside the submission changed while it was graded. Output on stderr (warnings)
+never fails a test: it is moved to stdout before nbgrader reads the outcome; a test fails when it
+raises (a failed assertion, an error, a timeout).
+
+What this does not do: the kernel still runs the student's functions and the tests in one
+interpreter, so the restrictions of layer 2 are what keeps a function's body from reaching the
+tests' tools; they are an allow-list of ordinary numerical Python, not a proof.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Sandbox", "SandboxUnavailable", "SandboxedKernelManager", "SandboxedExecute", "restrict",
+           "Harden", "Judge", "HideHiddenTests", "ALLOWED_IMPORTS", "ORACLES", "FLAG_ERRORS"]
+
+# What a solution cell may import (and nothing else): numerical Python, no I/O, no introspection.
+ALLOWED_IMPORTS = frozenset({"torch", "numpy", "math", "random", "itertools", "functools", "collections",
+                             "typing", "dataclasses", "statistics", "__future__", "matplotlib", "warnings"})
+
+# The library's implementations of the functions the assignments grade. Submissions may not call them
+# (an AST check flags any attribute of these names; in the kernel they raise when student code is on
+# the stack), nor the notebooks' own references built from them.
+ORACLES = frozenset({
+    "softmax_score", "optimal_baseline", "exact_optimal_baseline", "estimator_variance",
+    "gae", "clipped_surrogate_loss", "group_relative_advantages", "kl_k3", "kl_k1", "kl_k2",
+    "seq_mean_token_mean", "token_mean", "fixed_length_mean", "cispo_loss", "gspo_loss", "grpo_loss",
+    "train_ppo", "reinforce"})
+ORACLE_GLOBALS = frozenset({"REFERENCE", "reference_grpo_loss"})
+
+# names a cell may not use at all, and attributes it may not reach
+_FORBIDDEN_NAMES = frozenset({
+    "get_ipython", "exec", "eval", "compile", "globals", "locals", "vars", "getattr", "setattr", "delattr",
+    "open", "breakpoint", "input", "help", "memoryview", "exit", "quit", "display", "In", "Out", "_ih", "_oh",
+    "copyright", "credits", "license"})
+_FORBIDDEN_ATTRS = frozenset({
+    "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "ctypeslib", "gc", "inspect", "io",
+    "shutil", "pathlib", "socket", "signal", "threading", "multiprocessing", "pickle", "marshal", "types",
+    "code", "runpy", "testing", "mock", "unittest", "overrides", "library", "ops", "hub", "modules",
+    "algos", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame", "tb_frame",
+    "func_globals", "jit", "compiler", "utils", "serialization", "multiprocessing", "distributed",
+    "backends", "cuda", "package", "fx", "export", "load", "save", "system", "popen", "environ",
+    "input_transformers_cleanup", "input_transformers_post", "ast_transformers", "events", "kernel"})
+# errors the guard raises in the kernel: a test cell failing with one of these is flagged
+FLAG_ERRORS = ("GradingIntegrityError", "OracleCallError")
+
+
+# --- layer 1: the sandbox -----------------------------------------------------------------------------------
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create the namespaces: the grader refuses to run student code."""
+
+
+@dataclass
+class Sandbox:
+    """Limits and mounts of the bubblewrap sandbox a submission's kernel runs in.
+
+    Args:
+        memory_mb: address-space limit per process (RLIMIT_AS), MiB; torch needs ~2 GiB of it.
+        cpu_s: CPU-time limit per process (RLIMIT_CPU), s, over the whole notebook.
+        file_mb: largest file a process may write (RLIMIT_FSIZE), MiB.
+        disk_mb: size of the writable ``/submission`` and ``/tmp`` (tmpfs, each), MiB.
+        processes: process limit (RLIMIT_NPROC; the kernel ignores it for root, whose submissions
+            stay inside their own process namespace either way).
+        open_files: open-file limit (RLIMIT_NOFILE).
+    """
+
+    memory_mb: int = 6144
+    cpu_s: int = 1800
+    file_mb: int = 64
+    disk_mb: int = 256
+    processes: int = 256
+    open_files: int = 1024
+
+    @staticmethod
+    def executable() -> str | None:
+        return shutil.which("bwrap")
+
+    def read_only_paths(self) -> list[str]:
+        """The host folders the kernel may read: the system, the Python installation, rlbook's package."""
+        import rlbook
+
+        paths = ["/usr", sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(rlbook.__file__).resolve().parent)]
+        for name in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                     "/etc/fonts", "/etc/alternatives", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+                     "/etc/mime.types", "/etc/matplotlibrc"):
+            paths.append(name)
+        for p in ("/opt", "/usr/local"):  # a Python installed there
+            if sys.base_prefix.startswith(p + "/"):
+                paths.append(p)
+        out = []
+        for p in paths:
+            p = os.path.realpath(p)
+            if os.path.exists(p) and not any(p == q or p.startswith(q + "/") for q in out):
+                out = [q for q in out if not q.startswith(p + "/")] + [p]
+        return out
+
+    def command(self, argv: list[str], workdir: str, files: list[str], ipc_dir: str,
+                env: dict[str, str] | None = None) -> list[str]:
+        """``argv`` wrapped in prlimit and bwrap: ``/submission`` is a fresh tmpfs holding read-only
+        copies of ``files`` (host paths), ``ipc_dir`` is bound read-write at the same path (the
+        kernel's Unix sockets), nothing else is writable."""
+        bwrap = self.executable()
+        if bwrap is None:
+            raise SandboxUnavailable(_NO_SANDBOX)
+        mb = 1 << 20
+        cmd = ["prlimit", f"--as={self.memory_mb * mb}", f"--cpu={self.cpu_s}", f"--fsize={self.file_mb * mb}",
+               f"--nproc={self.processes}", f"--nofile={self.open_files}", "--core=0", bwrap,
+               "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+               "--unshare-user", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
+               "--proc", "/proc", "--dev", "/dev"]
+        for link, target in (("/bin", "usr/bin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/sbin", "usr/sbin")):
+            if os.path.islink(link):
+                cmd += ["--symlink", target, link]
+        for p in self.read_only_paths():
+            cmd += ["--ro-bind", p, p]
+        cmd += ["--size", str(self.disk_mb * mb), "--tmpfs", "/tmp",
+                "--size", str(self.disk_mb * mb), "--tmpfs", "/submission"]
+        for f in files:
+            cmd += ["--ro-bind", f, "/submission/" + os.path.basename(f)]
+        cmd += ["--bind", ipc_dir, ipc_dir, "--remount-ro", "/", "--chdir", "/submission", "--clearenv"]
+        for k, v in (env or {}).items():
+            cmd += ["--setenv", k, v]
+        return cmd + ["--", *argv]
+
+    def check(self) -> None:
+        """Run ``python -c`` in the sandbox once; raise :class:`SandboxUnavailable` if it does not work."""
+        if self.executable() is None or shutil.which("prlimit") is None:
+            raise SandboxUnavailable(_NO_SANDBOX)
+        with tempfile.TemporaryDirectory(prefix="rlbook-sbx-") as tmp:
+            probe = "import os, socket; s = socket.socket(); print(os.getcwd(), os.path.exists('" + tmp + "'))"
+            cmd = self.command([sys.executable, "-c", probe], "/submission", [], tmp, _kernel_env(tmp))
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise SandboxUnavailable(f"{_NO_SANDBOX}\n({type(e).__name__}: {e})") from e
+            if p.returncode != 0 or not p.stdout.startswith("/submission True"):
+                raise SandboxUnavailable(f"{_NO_SANDBOX}\nbwrap said: {(p.stderr or p.stdout).strip()[-500:]}")
+
+
+_NO_SANDBOX = ("rlbook refuses to grade: student code runs only inside a bubblewrap sandbox (no network, only "
+               "its own folder visible, resource limits), and none could be started on this machine. Install "
+               "it (Debian/Ubuntu: apt-get install bubblewrap; it also needs util-linux's prlimit) and allow "
+               "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 where that exists).")
+
+
+def _kernel_env(ipc_dir: str) -> dict[str, str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+           "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "JUPYTER_RUNTIME_DIR": "/tmp/jupyter",
+           "JUPYTER_DATA_DIR": "/tmp/jupyter-data", "IPYTHONDIR": "/tmp/ipython", "OMP_NUM_THREADS": "1",
+           "PYDEVD_DISABLE_FILE_VALIDATION": "1", "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor"}
+    if os.environ.get("VIRTUAL_ENV"):
+        env["VIRTUAL_ENV"] = os.environ["VIRTUAL_ENV"]
+    return env
+
+
+try:  # the kernel manager needs jupyter_client (an nbgrader dependency)
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import Instance
+except ImportError:  # pragma: no cover - without nbgrader nothing here is used
+    AsyncKernelManager = object
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A Jupyter kernel manager whose kernels run in a :class:`Sandbox` and talk over Unix sockets.
+
+    The working folder nbgrader passes (``cwd``, the autograded copy of the submission) is not
+    mounted: the kernel gets a fresh ``/submission`` with read-only copies of its non-notebook files.
+    Interrupts (nbgrader's per-cell timeout) are sent as messages, which the sandboxed kernel handles.
+    """
+
+    sandbox = Instance(Sandbox, allow_none=True) if AsyncKernelManager is not object else None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._ipc_dir = tempfile.mkdtemp(prefix="rlbook-kernel-")
+        os.chmod(self._ipc_dir, 0o700)
+        self.transport = "ipc"
+        self.ip = os.path.join(self._ipc_dir, "k")
+        self.connection_file = os.path.join(self._ipc_dir, "kernel.json")
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        sandbox = self.sandbox or Sandbox()
+        cwd = kw.pop("cwd", None)
+        files = []
+        if cwd and os.path.isdir(cwd):
+            for name in sorted(os.listdir(cwd)):
+                p = os.path.join(cwd, name)
+                if os.path.isfile(p) and not os.path.islink(p) and not name.endswith(".ipynb"):
+                    files.append(p)
+        self.kernel_spec.interrupt_mode = "message"
+        env = _kernel_env(self._ipc_dir)
+        env.update({k: v for k, v in (kw.pop("env", None) or {}).items() if k.startswith("JPY_")})
+        kw["env"] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        kw["stdout"] = kw["stderr"] = subprocess.DEVNULL  # the kernel's own stdout/stderr (not its outputs)
+        kw["cwd"] = self._ipc_dir
+        cmd = sandbox.command(list(kernel_cmd), "/submission", files, self._ipc_dir, env)
+        return await super()._async_launch_kernel(cmd, **kw)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+
+try:
+    from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+    from traitlets import Bool, Unicode
+except ImportError:  # pragma: no cover
+    Execute = NbGraderPreprocessor = object
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's ``Execute`` with its kernels in the sandbox (and their stderr discarded)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["kernel_manager_class"] = SandboxedKernelManager
+        super().__init__(*args, **kwargs)
+
+
+# --- layer 2: only definitions run ----------------------------------------------------------------------------
+
+
+def _is_constant(node) -> bool:
+    """A literal, or arithmetic/containers of literals (``1e-8``, ``"cispo"``, ``(0.2, 0.28)``, ``-1``)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_is_constant(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_constant(k) for k in node.keys) and all(_is_constant(v) for v in node.values)
+    if isinstance(node, ast.UnaryOp):
+        return _is_constant(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _is_constant(node.left) and _is_constant(node.right)
+    return False
+
+
+def _root_name(node):
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _bound_names(tree) -> set[str]:
+    """Names bound at the top level of a module (assignments, defs, imports, for/with targets)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, protected):
+        self.problems: list[str] = []
+        self.protected = protected
+        self.scopes: list[set[str]] = []  # local names of the enclosing functions
+
+    def bad(self, node, what):
+        self.problems.append(f"line {getattr(node, 'lineno', '?')}: {what}")
+
+    def _local(self, name):
+        return bool(self.scopes) and name in self.scopes[-1]
+
+    def visit_Name(self, node):
+        if node.id in _FORBIDDEN_NAMES:
+            self.bad(node, f"uses {node.id}")
+        elif node.id.startswith("__") or node.id.startswith("_rlbook"):
+            self.bad(node, f"uses the private name {node.id}")
+        elif node.id in ORACLE_GLOBALS and not self._local(node.id):
+            self.bad(node, f"uses the notebook's reference {node.id}")
+
+    def visit_Attribute(self, node):
+        if node.attr.startswith("_") and not (
+                node.attr == "__init__" and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"):
+            self.bad(node, f"reaches the private attribute .{node.attr}")
+        elif node.attr in _FORBIDDEN_ATTRS:
+            self.bad(node, f"reaches .{node.attr}")
+        elif node.attr in ORACLES:
+            self.bad(node, f"uses the library's implementation .{node.attr}")
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            root = node.value
+            if not (isinstance(root, ast.Name) and root.id == "self" and self._local("self")):
+                self.bad(node, "assigns an attribute (only self.<name> = ... in a method is allowed)")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            root = _root_name(node)
+            if root is None or not self._local(root):
+                self.bad(node, f"changes {root or 'an object'} in place (only the function's own variables)")
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.startswith("_"):
+            root = _root_name(f.value)
+            if root is not None and not self._local(root):
+                self.bad(node, f"changes {root} in place with .{f.attr}()")
+        self.generic_visit(node)
+
+    def visit_Global(self, node):
+        self.bad(node, "declares global names")
+
+    visit_Nonlocal = visit_Global
+
+    def _imports(self, node, modules):
+        for m in modules:
+            if m.split(".")[0] not in ALLOWED_IMPORTS or any(p.startswith("_") or p in _FORBIDDEN_ATTRS
+                                                            for p in m.split(".")[1:]):
+                self.bad(node, f"imports {m} (allowed: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})")
+
+    def visit_Import(self, node):
+        self._imports(node, [a.name for a in node.names])
+
+    def visit_ImportFrom(self, node):
+        if node.level:
+            self.bad(node, "relative import")
+            return
+        self._imports(node, [node.module or ""])
+        for a in node.names:
+            if a.name == "*" or a.name.startswith("_") or a.name in ORACLES or a.name in _FORBIDDEN_ATTRS:
+                self.bad(node, f"imports {a.name} from {node.module}")
+
+    def _function(self, node):
+        if node.decorator_list:
+            self.bad(node, f"decorates {node.name} (decorators run code when the cell is defined)")
+        args = node.args
+        for d in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
+            if not (_is_constant(d) or (isinstance(d, ast.Name) and d.id not in _FORBIDDEN_NAMES)):
+                self.bad(d, f"default argument of {node.name} is not a constant")
+        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        local = set(params)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                local.add(sub.id)
+            elif isinstance(sub, ast.arg):
+                local.add(sub.arg)
+        for d in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
+            self.visit(d)
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if a is not None and a.annotation is not None:
+                self.visit(a.annotation)
+        if node.returns is not None:
+            self.visit(node.returns)
+        self.scopes.append(local)
+        for stmt in node.body:
+            self.visit(stmt)
+        self.scopes.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_Lambda(self, node):
+        args = node.args
+        local = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        local |= set(self.scopes[-1]) if self.scopes else set()
+        self.scopes.append(local)
+        self.visit(node.body)
+        self.scopes.pop()
+
+    def visit_ClassDef(self, node):
+        if node.decorator_list or node.keywords:
+            self.bad(node, f"class {node.name} has decorators or keywords")
+        for b in node.bases:
+            if not isinstance(b, (ast.Name, ast.Attribute)):
+                self.bad(node, f"class {node.name} has a computed base")
+            self.visit(b)
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Pass)):
+                self.visit(stmt)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                pass
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _is_constant(stmt.value):
+                pass
+            else:
+                self.bad(stmt, f"class {node.name}'s body runs code")
+
+
+def restrict(source: str, protected: set[str] = frozenset()) -> tuple[str | None, list[str], list[str]]:
+    """What of a student's code cell runs at grading time.
+
+    Returns:
+        ``(code, flags, dropped)``: ``code`` holds the cell's function and class definitions, allowed
+        imports and constant assignments (``None`` when the cell must not run at all); ``flags`` says
+        why a cell does not run or which definitions were refused (each is flagged in the score
+        table); ``dropped`` lists the other top-level statements, left out without a flag.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return f"raise SyntaxError({str(e)!r})", [], []
+    checker = _Checker(protected)
+    checker.visit(tree)
+    if checker.problems:
+        return None, checker.problems, []
+    keep, flags, dropped = [], [], []
+    for stmt in tree.body:
+        kind = type(stmt).__name__
+        names = set()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = {stmt.name}
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names = {(a.asname or a.name).split(".")[0] for a in stmt.names}
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None and _is_constant(stmt.value):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if all(isinstance(t, ast.Name) for t in targets):
+                names = {t.id for t in targets}
+        elif isinstance(stmt, (ast.Pass,)) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue
+        if not names:
+            dropped.append(f"line {stmt.lineno}: {kind}")
+            continue
+        clash = names & set(protected)
+        if clash and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            flags.append(f"line {stmt.lineno}: redefines {', '.join(sorted(clash))}, which the instructor's cells define")
+            continue
+        if clash:  # re-importing torch etc. is harmless only when it binds the same module
+            if any((a.asname or a.name).split(".")[0] in protected and a.asname not in (None, a.name.split(".")[0])
+                   for a in stmt.names) or isinstance(stmt, ast.ImportFrom):
+                flags.append(f"line {stmt.lineno}: rebinds {', '.join(sorted(clash))} with an import")
+                continue
+        keep.append(ast.get_source_segment(source, stmt) or ast.unparse(stmt))
+    return "\n\n".join(keep), flags, dropped
+
+
+# --- layer 3: the guard in the kernel -------------------------------------------------------------------------
+
+GUARD = r'''
+def _rlbook_make_guard(oracle_attrs, oracle_globals, protected):
+    import builtins, functools, os, sys, warnings
+    import numpy, torch, torch.nn.functional, torch.testing
+    import rlbook
+    ip = get_ipython()
+    ns = ip.user_ns
+    cell_dir = os.path.dirname(ip.compile.get_code_name("pass", "pass", 0))
+    trusted = set(getattr(ip.compile, "_filename_map", {}) or ())
+    trusted.add(sys._getframe(1).f_code.co_filename)
+
+    class GradingIntegrityError(Exception):
+        """the submission changed something the tests rely on"""
+
+    class OracleCallError(Exception):
+        """the submission called the library's implementation of a graded function"""
+
+    def is_student(filename):
+        return (filename.startswith(cell_dir + os.sep) or filename.startswith("<ipython-input")) and filename not in trusted
+
+    def poison(name, fn):
+        @functools.wraps(fn)
+        def guarded(*args, **kwargs):
+            f = sys._getframe(1)
+            while f is not None:
+                if is_student(f.f_code.co_filename):
+                    raise OracleCallError(f"{name} is the library's implementation of a graded function; "
+                                          "a submission may not call it")
+                f = f.f_back
+            return fn(*args, **kwargs)
+        return guarded
+
+    for attr in oracle_attrs:
+        if callable(getattr(rlbook, attr, None)):
+            setattr(rlbook, attr, poison("rlbook." + attr, getattr(rlbook, attr)))
+    for name in oracle_globals:
+        obj = ns.get(name)
+        if isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                if callable(v):
+                    obj[k] = poison(f"{name}[{k!r}]", v)
+        elif callable(obj):
+            ns[name] = poison(name, obj)
+
+    # what IPython itself resets for every request
+    per_request = {("builtins", "input"), ("builtins", "raw_input"), ("builtins", "getpass"), ("builtins", "_"),
+                   ("builtins", "__"), ("builtins", "___")}
+    spaces = {"rlbook": rlbook, "torch": torch, "torch.testing": torch.testing, "numpy": numpy,
+              "torch.nn.functional": torch.nn.functional, "builtins": builtins}
+    def state():
+        s = {}
+        for label, mod in spaces.items():
+            for k, v in vars(mod).items():
+                if (label == "builtins" or not k.startswith("_")) and (label, k) not in per_request:
+                    s[(label, k)] = v
+        for k, v in vars(torch.Tensor).items():
+            if not k.startswith("_") or k in ("__eq__", "__sub__", "__add__", "__lt__", "__le__", "__gt__",
+                                              "__ge__", "__bool__", "__float__", "__abs__", "__getitem__"):
+                s[("torch.Tensor", k)] = v
+        for k in protected:
+            if k in ns:
+                s[("notebook", k)] = ns[k]
+        s[("sys", "trace")] = sys.gettrace()
+        s[("sys", "profile")] = sys.getprofile()
+        s[("sys", "displayhook")] = sys.displayhook
+        s[("sys", "modules")] = tuple(sys.modules.get(m) for m in spaces)
+        for hook in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers"):
+            s[("ipython", hook)] = tuple(getattr(ip, hook))
+        # callbacks from user code (matplotlib's inline backend registers its own on the first plot)
+        s[("ipython", "events")] = tuple((k, tuple(cb for cb in v if not str(getattr(cb, "__module__", "")).startswith(
+            ("matplotlib", "ipykernel", "IPython")))) for k, v in ip.events.callbacks.items())
+        s[("ipython", "custom_exceptions")] = ip.custom_exceptions
+        s[("ipython", "run_cell")] = getattr(type(ip), "run_cell")
+        s[("warnings", "showwarning")] = warnings.showwarning
+        return s
+
+    snapshot = state()
+
+    def same(a, b):
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a is b
+
+    def diff():
+        now = state()
+        return [key for key, v in snapshot.items() if key not in now or not same(now[key], v)]
+
+    def restore(changed):
+        for label, k in changed:
+            v = snapshot[(label, k)]
+            if label in spaces:
+                setattr(spaces[label], k, v)
+            elif label == "torch.Tensor":
+                try:
+                    setattr(torch.Tensor, k, v)
+                except (AttributeError, TypeError):
+                    pass
+            elif label == "notebook":
+                ns[k] = v
+            elif label == "ipython" and k in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers"):
+                getattr(ip, k)[:] = list(v)
+            elif label == "ipython" and k == "events":
+                for name, cbs in v:
+                    ip.events.callbacks[name][:] = [cb for cb in ip.events.callbacks[name] if cb in cbs or str(
+                        getattr(cb, "__module__", "")).startswith(("matplotlib", "ipykernel", "IPython"))]
+            elif label == "ipython" and k == "custom_exceptions":
+                ip.custom_exceptions = v
+        sys.settrace(snapshot[("sys", "trace")])
+        sys.setprofile(snapshot[("sys", "profile")])
+        sys.displayhook = snapshot[("sys", "displayhook")]
+        warnings.showwarning = snapshot[("warnings", "showwarning")]
+
+    class Guard:
+        def enter(self):
+            trusted.add(sys._getframe(1).f_code.co_filename)
+            self.check("before")
+
+        def leave(self):
+            self.check("after")
+
+        def check(self, when):
+            changed = diff()
+            if changed:
+                restore(changed)
+                names = ", ".join(".".join(k) for k in changed[:6])
+                raise GradingIntegrityError(f"{when} this test, the submission had changed what the tests use: {names}")
+
+    return Guard()
+
+_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, PROTECTED)
+del _rlbook_make_guard
+'''
+
+
+def _guard_source(protected: set[str]) -> str:
+    return (GUARD.replace("ORACLE_ATTRS", json.dumps(sorted(ORACLES)))
+            .replace("ORACLE_GLOBALS", json.dumps(sorted(ORACLE_GLOBALS)))
+            .replace("PROTECTED", json.dumps(sorted(protected))))
+
+
+# --- nbgrader preprocessors ------------------------------------------------------------------------------------
+
+
+def _nbmeta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _trusted_cells(source_nb) -> dict[str, str]:
+    """``{grade_id: source}`` of the instructor's locked code cells that are not solutions."""
+    out = {}
+    for cell in source_nb.cells:
+        m = _nbmeta(cell)
+        if cell.cell_type == "code" and m.get("locked") and not m.get("solution") and m.get("grade_id"):
+            out[m["grade_id"]] = cell.source
+    return out
+
+
+class Harden(NbGraderPreprocessor):
+    """Before execution: the instructor's locked code cells take their source from the instructor's
+    notebook (test cells get the guard's check before and after), every other code cell is reduced to
+    what :func:`restrict` lets run, and the guard is installed before the first of them. The original
+    sources are kept in the cell metadata for :class:`Judge` to put back."""
+
+    source_root = Unicode("", help="the course's source/ folder (instructor notebooks)").tag(config=True)
+    restrict = Bool(True, help="reduce student cells to definitions (False only to test the other layers)").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        import nbformat
+
+        ids = resources["nbgrader"]
+        src_path = Path(self.source_root) / ids["assignment"] / f"{ids['notebook']}.ipynb"
+        source_nb = nbformat.read(str(src_path), as_version=4)
+        trusted = _trusted_cells(source_nb)
+        graded = {_nbmeta(c).get("grade_id") for c in source_nb.cells if _nbmeta(c).get("grade")}
+        protected, rebound_by_tests = set(), set()
+        for gid, text in trusted.items():
+            try:
+                names = _bound_names(ast.parse(text))
+            except SyntaxError:
+                continue
+            protected |= names
+            if gid in graded:
+                rebound_by_tests |= names
+        watched = protected - rebound_by_tests  # the setup cells' names no test rebinds
+        flags, notes = [], []
+        cells, guard_done = [], False
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                cells.append(cell)
+                continue
+            m = _nbmeta(cell)
+            gid = m.get("grade_id")
+            cell.metadata["rlbook_original"] = cell.source
+            if gid in trusted and m.get("locked") and not m.get("solution"):
+                if cell.source != trusted[gid]:
+                    flags.append(f"{gid}: the submitted test/setup cell differs from the instructor's (restored)")
+                body = trusted[gid]
+                if m.get("grade") and guard_done:
+                    cell.source = f"_rlbook_guard.enter()\n{body}\n_rlbook_guard.leave()"
+                else:
+                    cell.source = f"_rlbook_guard.enter()\n{body}" if guard_done else body
+                cells.append(cell)
+                continue
+            if not guard_done:
+                guard = nbformat.v4.new_code_cell(_guard_source(watched))
+                guard.metadata["rlbook_guard"] = True
+                cells.append(guard)
+                guard_done = True
+            code, why, dropped = restrict(cell.source, protected) if self.restrict else (cell.source, [], [])
+            where = gid or f"cell {len(cells)}"
+            if code is None:
+                flags += [f"{where}: not run: {w}" for w in why]
+                cell.source = (f"raise RuntimeError({('this cell was not run at grading: ' + why[0])!r})")
+            else:
+                flags += [f"{where}: {w}" for w in why]
+                notes += [f"{where}: {d} not run" for d in dropped]
+                cell.source = code
+            cells.append(cell)
+        nb.cells = cells
+        resources.setdefault("rlbook", {})["flags"] = flags
+        resources["rlbook"]["notes"] = notes
+        return nb, resources
+
+
+class Judge(NbGraderPreprocessor):
+    """After execution: stderr in a graded cell becomes stdout (warnings never fail a test), errors
+    the guard raised are flagged, the guard cell is removed and the student's original sources are
+    put back; the flags are written to ``report_dir/<student>/<notebook>.json``."""
+
+    report_dir = Unicode("", help="where the per-submission flag reports go").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        flags = list(resources.get("rlbook", {}).get("flags", []))
+        notes = list(resources.get("rlbook", {}).get("notes", []))
+        cells = []
+        for cell in nb.cells:
+            if cell.metadata.get("rlbook_guard"):
+                errs = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+                if errs:
+                    flags.append(f"the grading guard could not be installed: {errs[0].get('ename')}")
+                continue
+            m = _nbmeta(cell)
+            if cell.cell_type == "code":
+                for o in cell.get("outputs", []):
+                    if m.get("grade") and o.get("output_type") == "stream" and o.get("name") == "stderr":
+                        o["name"] = "stdout"
+                    if o.get("output_type") == "error" and o.get("ename") in FLAG_ERRORS:
+                        flags.append(f"{m.get('grade_id', 'a cell')}: {o.get('ename')}: {o.get('evalue', '')[:200]}")
+                if "rlbook_original" in cell.metadata:
+                    cell.source = cell.metadata.pop("rlbook_original")
+            cells.append(cell)
+        nb.cells = cells
+        if self.report_dir:
+            ids = resources["nbgrader"]
+            out = Path(self.report_dir) / ids["student"]
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{ids['notebook']}.json").write_text(json.dumps({"flags": flags, "notes": notes}, indent=1))
+        return nb, resources
+
+
+class HideHiddenTests(NbGraderPreprocessor):
+    """For the feedback page: hidden-test regions are removed from the test cells, and a failure in
+    a cell that had one shows only the error's type and message, not the traceback (its code)."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and "BEGIN HIDDEN TESTS" in cell.source:
+            lines, inside = [], False
+            for line in cell.source.split("\n"):
+                if "BEGIN HIDDEN TESTS" in line:
+                    inside = True
+                    lines.append("# (hidden tests run here when the notebook is graded)")
+                elif "END HIDDEN TESTS" in line:
+                    inside = False
+                elif not inside:
+                    lines.append(line)
+            cell.source = "\n".join(lines)
+            for o in cell.get("outputs", []):
+                if o.get("output_type") == "error":
+                    o["traceback"] = [f"{o.get('ename')}: {o.get('evalue')}"]
+        return cell, resources
