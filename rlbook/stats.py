@@ -17,8 +17,8 @@ The statistics come from ``scipy.stats`` (``ttest_rel``, ``ttest_ind``, ``bootst
 non-central t); this module only names them in the book's terms.
 
 Sources: Student (1908), "The probable error of a mean"; Welch (1947) for unpaired samples; Efron &
-Tibshirani (1993), *An Introduction to the Bootstrap*, ch. 14 (BCa intervals); Cohen (1988),
-*Statistical Power Analysis*, ch. 2 (power of the t-test); and, on seeds in deep RL, Henderson et al.
+Tibshirani (1993), *An Introduction to the Bootstrap*, on BCa intervals; Cohen (1988),
+*Statistical Power Analysis*, on the power of the t-test; and, on seeds in deep RL, Henderson et al.
 2018, arXiv:1709.06560, and Agarwal et al. 2021, arXiv:2108.13264.
 """
 
@@ -68,6 +68,7 @@ class Comparison:
         confidence: the interval's level.
         names: the names of A and B used in ``verdict``.
         paired: whether the seeds were paired.
+        unit: what was paired or sampled ("seeds"; "questions" for per-question pass rates).
     """
 
     mean_diff: float
@@ -80,6 +81,7 @@ class Comparison:
     confidence: float
     names: tuple
     paired: bool
+    unit: str = "seeds"
 
     @property
     def detected(self) -> bool:
@@ -89,12 +91,13 @@ class Comparison:
     def __str__(self) -> str:
         a, b = self.names
         level = f"{100 * self.confidence:g} %"
-        kind = "paired seeds" if self.paired else "seeds per method"
+        kind = f"paired {self.unit}" if self.paired else f"{self.unit} per method"
         return (f"{a} − {b} = {self.mean_diff:+.3f} [{level} CI {self.ci_low:+.3f}, {self.ci_high:+.3f}], "
                 f"n = {self.n} {kind}: {self.verdict}")
 
 
-def compare(a, b, *, paired: bool = True, confidence: float = 0.95, names: tuple = ("A", "B")) -> Comparison:
+def compare(a, b, *, paired: bool = True, confidence: float = 0.95, names: tuple = ("A", "B"),
+            unit: str = "seeds") -> Comparison:
     """Compare two methods' per-seed results: mean difference A − B, its confidence interval, a verdict.
 
     Paired (the default, the book's design): d_k = a_k − b_k for seed k, the interval is
@@ -108,6 +111,7 @@ def compare(a, b, *, paired: bool = True, confidence: float = 0.95, names: tuple
         paired: whether seed k of ``a`` and of ``b`` share their randomness.
         confidence: level of the interval, in (0, 1).
         names: (name of A, name of B), used in the verdict and the printout.
+        unit: what the values are per (the printout's "n = 10 paired seeds"); e.g. "questions".
     Returns:
         :class:`Comparison` (``str()`` gives one line for a chapter to print).
     Raises:
@@ -121,6 +125,8 @@ def compare(a, b, *, paired: bool = True, confidence: float = 0.95, names: tuple
     _check_confidence(confidence)
     if not (isinstance(names, (tuple, list)) and len(names) == 2 and all(isinstance(s, str) for s in names)):
         raise ValueError(f"`names` must be two strings (A's and B's); got {names!r}")
+    if not isinstance(unit, str) or not unit:
+        raise ValueError(f"`unit` must be a non-empty string such as 'seeds'; got {unit!r}")
     if np.ptp(a) == 0 and np.ptp(b) == 0 and a[0] == b[0]:
         raise ValueError(f"`a` and `b` are both constant at {a[0]:g} (a ceiling or a floor?): a comparison there "
                          "measures nothing; compare where the metric can move")
@@ -154,7 +160,7 @@ def compare(a, b, *, paired: bool = True, confidence: float = 0.95, names: tuple
     else:
         verdict = NO_DIFFERENCE
     return Comparison(mean_diff=mean, ci_low=low, ci_high=high, n=int(n), verdict=verdict, p_value=p, sd_diff=sd,
-                      confidence=float(confidence), names=tuple(names), paired=bool(paired))
+                      confidence=float(confidence), names=tuple(names), paired=bool(paired), unit=unit)
 
 
 def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float]:
@@ -188,7 +194,7 @@ def bootstrap_ci(values, statistic=np.mean, confidence: float = 0.95, n_resample
 
     For statistics without a t-interval (a median, a fitted curve's parameter averaged over seeds).
     ``scipy.stats.bootstrap`` with the bias-corrected and accelerated method (Efron & Tibshirani
-    1993, ch. 14); a constant sample gives a zero-width interval.
+    1993, the BCa interval); a constant sample gives a zero-width interval.
 
     Args:
         values: 1-d, one value per seed (≥ 3: BCa needs a jackknife).
@@ -220,7 +226,7 @@ def paired_t_power(n: int, delta: float, sd: float, alpha: float = 0.05) -> floa
     """Power of the two-sided paired t-test with ``n`` seeds to detect a true mean difference ``delta``.
 
     With effect size d = δ/σ, the statistic is non-central t with n − 1 degrees of freedom and
-    non-centrality d·√n; power = P(|T| > t_{n−1, 1−α/2}) (Cohen 1988, ch. 2).
+    non-centrality d·√n; power = P(|T| > t_{n−1, 1−α/2}) (Cohen 1988, on the t-test).
 
     Args:
         n: seeds (pairs), ≥ 2.

@@ -93,7 +93,10 @@ def test_benchmark_results_load_the_saved_file_and_name_a_missing_one(tmp_path, 
 
 
 def test_the_shipped_grpo_variants_result_has_every_row_the_chapters_print():
+    """Every configuration the chapters name, ten or more paired seeds, one value per seed for every
+    metric, and a summary that agrees with the per-seed values (mean inside its own interval)."""
     import importlib.util
+    import math
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "grpo_variants.py"
@@ -101,9 +104,18 @@ def test_the_shipped_grpo_variants_result_has_every_row_the_chapters_print():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     saved = rl.benchmark_results("grpo_variants")
-    assert list(saved["ablation"]) == [name for name, _ in bench.ABLATION]
-    assert list(saved["family"]) == [name for name, _, _ in bench.FAMILY]
-    assert saved["seeds"] == [0, 1, 2], "the chapters quote the three-seed run"
-    for table in ("ablation", "family"):
-        for row in saved[table].values():
-            assert set(row) == set(bench.METRICS)
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds), "ten or more distinct paired seeds"
+    assert set(saved["per_seed"]) == set(bench.CONFIGS) == set(saved["summary"]) == set(saved["configs"])
+    for name in bench.ABLATION + bench.FAMILY + bench.CONFOUNDS:
+        assert name in saved["per_seed"], name
+    for name, row in saved["per_seed"].items():
+        assert set(row) == set(bench.METRICS), name
+        for metric, values in row.items():
+            assert len(values) == len(seeds), (name, metric)
+            assert all(v is None or math.isfinite(v) for v in values), (name, metric)
+        mean, low, high = saved["summary"][name]["pass@1"]
+        assert low <= mean <= high and abs(mean - sum(row["pass@1"]) / len(seeds)) < 1e-12, name
+        assert len(saved["curves"][name]) == len(seeds), name
+    for metric, values in saved["before"].items():
+        assert len(values) == len(seeds), metric

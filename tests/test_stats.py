@@ -65,6 +65,10 @@ def test_unpaired_interval_is_welchs():
     diff = a.mean() - b.mean()
     assert (c.ci_low, c.ci_high) == (pytest.approx(diff - half), pytest.approx(diff + half))
     assert c.n == 4 and not c.paired and "seeds per method" in str(c)
+    per_question = rl.compare(a, a - 1.0 + np.array([0.1, -0.1, 0.2, 0.0]), unit="questions")
+    assert "n = 4 paired questions" in str(per_question)
+    with pytest.raises(ValueError, match="unit"):
+        rl.compare(a, a, unit="")
 
 
 def test_constant_differences_give_a_zero_width_interval():
@@ -144,7 +148,7 @@ def test_bootstrap_ci_brackets_the_statistic_and_repeats():
 
 @pytest.mark.parametrize("effect, n", [(0.5, 34), (1.0, 10), (0.8, 15)])
 def test_seeds_needed_matches_published_sample_sizes(effect, n):
-    """Paired t-test, two-sided α = 0.05, power 0.8 (Cohen 1988, Table 2.4.1; G*Power gives the same n)."""
+    """Paired t-test, two-sided α = 0.05, power 0.8 (Cohen 1988's power tables; G*Power gives the same n)."""
     assert rl.seeds_needed(effect, 1.0) == n
     assert rl.seeds_needed(effect * 0.03, 0.03) == n  # only the ratio δ/σ matters
     assert rl.paired_t_power(n, effect, 1.0) >= 0.8 > rl.paired_t_power(n - 1, effect, 1.0)
