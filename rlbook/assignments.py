@@ -34,7 +34,10 @@ its kernel costs only its own points and the rest of the batch is graded.
   ``max_score``), so an instructor sees which test each student lost points on;
 - ``feedback/<student>/<assignment>/<assignment>.html``: nbgrader's feedback page (the executed
   notebook with each test's outcome and points, hidden tests left out), and nothing else;
-- ``autograded/<student>/<assignment>/<assignment>.ipynb``: the executed notebooks.
+- ``autograded/<student>/<assignment>/<assignment>.ipynb``: the executed notebooks;
+- ``gradebook.db`` and ``source/``: with them ``--out`` is an nbgrader course folder, so the written
+  answers are graded in nbgrader's formgrader (``CourseDirectory.root`` = ``--out``); manual grades
+  already given there are kept when the batch is graded again.
 
 Needs the ``assignments`` extra (``pip install "rlbook[assignments]"``, i.e. nbgrader).
 """
@@ -357,16 +360,64 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
         points = {name: assignment_points(src / name / f"{name}.ipynb") for name in needed}
         tasks = [(Path(tmp) / "students" / f"{student}__{name}", template, submissions, student, name, points[name],
                   timeout, out, restrict_code) for student, name in pairs]
-        for row, tests, feedback in _run_tasks(tasks, jobs):
+        course_db = _course_gradebook(out, template, src, needed)
+        for task, (row, tests, feedback) in zip(tasks, _run_tasks(tasks, jobs)):
             result.rows.append(row)
             result.tests.extend(tests)
             if feedback is not None:
                 result.feedback.append(feedback)
+            if row["status"] == "graded":
+                _merge_gradebook(course_db, task[0] / "gradebook.db", row["student"], row["assignment"])
     result.scores_csv = _write_csv(out / "scores.csv", result.rows,
                                    ["student", "assignment", "auto_score", "auto_max", "manual_max", "status", "flags", "seconds"])
     result.tests_csv = _write_csv(out / "scores_by_test.csv", result.tests,
                                   ["student", "assignment", "grade_id", "kind", "score", "max_score"])
     return result
+
+
+def _course_gradebook(out: Path, template: Path, src: Path, names: list[str]) -> Path:
+    """``out`` as an nbgrader course folder for the formgrader: ``out/source/<name>`` (the instructor
+    versions) and ``out/gradebook.db`` (kept across runs, so manual grades survive; made from the
+    template's when missing, an assignment it lacks added with generate_assignment)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    _course(out, src, names)
+    db = out / "gradebook.db"
+    if not db.exists():
+        shutil.copy2(template / "gradebook.db", db)
+        return db
+    with Gradebook(f"sqlite:///{db}") as gb:
+        missing = []
+        for name in names:
+            try:
+                gb.find_assignment(name)
+            except MissingEntry:
+                missing.append(name)
+    if missing:
+        api = _api(out)
+        for name in missing:
+            _check(api.generate_assignment(name, force=True, create=True), f"generate_assignment {name}")
+    return db
+
+
+def _merge_gradebook(course_db: Path, graded_db: Path, student: str, name: str) -> None:
+    """Copy one submission's grades and comments from its own gradebook into the course's (scores capped
+    at each cell's points; manual scores a person already gave are kept)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{graded_db}") as src, Gradebook(f"sqlite:///{course_db}") as dst:
+        sub = src.find_submission(name, student)
+        dst.update_or_create_student(student)
+        dst.update_or_create_submission(name, student, timestamp=sub.timestamp)
+        for nb in sub.notebooks:
+            for g in nb.grades:
+                d = dst.find_grade(g.name, nb.name, name, student)
+                d.auto_score = None if g.auto_score is None else min(float(g.auto_score), float(g.max_score))
+                d.needs_manual_grade = bool(g.needs_manual_grade or d.manual_score is not None)
+            for c in nb.comments:
+                d = dst.find_comment(c.name, nb.name, name, student)
+                d.auto_comment = c.auto_comment
+        dst.db.commit()
 
 
 def _grade_task(task):

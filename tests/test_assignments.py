@@ -423,6 +423,28 @@ def test_score_tables_and_feedback(batch):
 # --- grading: hostile submissions ---------------------------------------------------------------------------
 
 
+def test_the_output_folder_is_a_course_for_the_formgrader(batch):
+    """graded/ holds an nbgrader gradebook with every graded submission's scores (the autograded ones
+    as in scores.csv, the written answers waiting for a person) and the executed notebooks beside it."""
+    from nbgrader.api import Gradebook
+
+    out = batch.scores_csv.parent
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        for row in batch.rows:
+            if row["status"] != "graded":
+                continue
+            sub = gb.find_submission(row["assignment"], row["student"])
+            grades = [g for nb in sub.notebooks for g in nb.grades]
+            auto = sum(g.auto_score or 0 for g in grades if g.cell_type == "code")
+            assert auto == pytest.approx(row["auto_score"]), row
+            manual = [g for g in grades if g.cell_type == "markdown"]
+            assert manual, row
+            if row["student"] == "instructor":  # answered: waiting for a person
+                assert all(g.needs_manual_grade for g in manual), row
+            assert (out / "autograded" / row["student"] / row["assignment"] / f"{row['assignment']}.ipynb").is_file()
+    assert sorted(p.name for p in (out / "source").iterdir()) == NAMES
+
+
 def test_honest_flags_nothing(batch):
     for name in NAMES:
         assert batch.flags("instructor", name) == "", (name, batch.flags("instructor", name))
