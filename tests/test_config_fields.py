@@ -972,6 +972,23 @@ def test_train_reinforce_episodes_per_batch_and_total_env_steps():
     assert steps[-1] >= 150 > steps[-2]  # stops at the first update that reaches the budget
 
 
+def test_train_reinforce_total_env_steps_is_reached_not_passed():
+    """A budget equal to the env steps after two updates gives exactly two updates (the loop runs
+    while fewer steps than the budget were taken)."""
+    base = dict(seed=0, episodes_per_batch=3, hidden_sizes=(8,), device="cpu")
+    steps = train_reinforce(ReinforceConfig(total_env_steps=300, **base), progress=False)["env_steps"]
+    exact = train_reinforce(ReinforceConfig(total_env_steps=int(steps[1]), **base), progress=False)
+    assert exact["env_steps"].tolist() == steps[:2].tolist()
+
+
+def test_train_reinforce_stop_needs_a_full_window_of_20_episodes():
+    """With a threshold every episode beats, the run stops at the first update with 20 episodes
+    (3 updates of 8), not earlier on a shorter window."""
+    hist = train_reinforce(ReinforceConfig(seed=0, episodes_per_batch=8, total_env_steps=20_000, hidden_sizes=(8,),
+                                           stop_at_return=5.0, device="cpu"), progress=False)
+    assert min(hist.episode_returns) >= 5.0 and hist.num_updates == 3
+
+
 def test_train_reinforce_stop_at_return_is_the_rolling_20_mean():
     c = ReinforceConfig(seed=0, episodes_per_batch=8, total_env_steps=20_000, hidden_sizes=(8,), stop_at_return=25.0,
                         device="cpu")
@@ -1145,7 +1162,8 @@ FIELD_TESTS = {
     ("TRPOConfig", "device"): [_DEVICE],
     ("ReinforceConfig", "seed"): [_REIN, "test_train_ppo_trpo_and_reinforce_seed_changes_the_run"],
     ("ReinforceConfig", "episodes_per_batch"): ["test_train_reinforce_episodes_per_batch_and_total_env_steps", _REIN],
-    ("ReinforceConfig", "total_env_steps"): ["test_train_reinforce_episodes_per_batch_and_total_env_steps"],
+    ("ReinforceConfig", "total_env_steps"): ["test_train_reinforce_episodes_per_batch_and_total_env_steps",
+                                             "test_train_reinforce_total_env_steps_is_reached_not_passed"],
     ("ReinforceConfig", "return_kind"): [_REIN],
     ("ReinforceConfig", "baseline"): [_REIN],
     ("ReinforceConfig", "gamma"): [_REIN],
@@ -1155,7 +1173,8 @@ FIELD_TESTS = {
     ("ReinforceConfig", "value_epochs"): [_REIN],
     ("ReinforceConfig", "normalize_advantages"): [_REIN],
     ("ReinforceConfig", "max_grad_norm"): [_REIN],
-    ("ReinforceConfig", "stop_at_return"): ["test_train_reinforce_stop_at_return_is_the_rolling_20_mean"],
+    ("ReinforceConfig", "stop_at_return"): ["test_train_reinforce_stop_at_return_is_the_rolling_20_mean",
+                                            "test_train_reinforce_stop_needs_a_full_window_of_20_episodes"],
     ("ReinforceConfig", "device"): [_DEVICE],
     ("SFTConfig", "num_steps"): [_SFT],
     ("SFTConfig", "batch_size"): [_SFT],
