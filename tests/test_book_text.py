@@ -7,6 +7,11 @@ Conventions it enforces (README, "For contributors"):
   sections are cited as "Sec. N.M" of the paper, so they are not mistaken for the book's.
 * Internal source material is never named in the product (only public papers are cited).
 * ``rl.claim("words", ...)`` quotes words that appear in a markdown cell above it.
+* A sentence that compares methods (a comparison word such as "beats", "better", "stands out",
+  "outperforms", "worse", "wins", "survives" next to a method's name) contains the quoted words of an
+  ``rl.claim_comparison`` in its chapter: a paired comparison over seeds with its confidence
+  interval backs it. Sentences that use such a word for something else (a paper's own finding, an
+  advantage being "better than usual") are listed in ``NOT_A_METHOD_COMPARISON`` with the reason.
 """
 
 from __future__ import annotations
@@ -28,6 +33,24 @@ TODO = re.compile(r"\b(?:TODO|FIXME|XXX)\b")
 CHAPTER_REF = re.compile(r"\b(?:[Cc]hapters?|[Cc]h\.)\s*(\d+)(?:\s*(?:[–-]|and|to)\s*(\d+))?")
 SECTION_REF = re.compile(r"(?:§\s?|\b[Ss]ections?\s+)(\d+)(?:\.(\d+))?(?![\d.]*\d)")
 HEADING = re.compile(r"^#{1,3}\s+(\d+)\.(\d+)?\s", re.MULTILINE)
+COMPARISON_WORD = re.compile(r"\b(?:beats?|beating|better|stands? out|outperform(?:s|ed)?|worse|wins?|won|survives?|"
+                             r"superior|inferior)\b", re.IGNORECASE)
+METHOD_NAME = re.compile(r"\b(?:GRPO|Dr\. GRPO|DAPO|RLOO|CISPO|GSPO|MaxRL|DPPO|ProRL|ScaleRL|Magistral|PPO|TRPO|"
+                         r"REINFORCE|critic|baselines?|rewards-to-go|clip-higher|token-level|natural (?:gradient|step)|"
+                         r"vanilla|TRL|SFT|supervised model)\b")
+# (chapter, words of the sentence, why it is not a comparison of methods that needs seeds)
+NOT_A_METHOD_COMPARISON = [
+    (3, '("better than usual" / "worse than usual")', "the sign of an advantage, not a comparison of methods"),
+    (4, "would win outright, as it is unbiased and least noisy", "exact: bias and variance by enumeration (§4.5)"),
+    (4, "tolerate variance better than bias", "a reason for a convention, not a measured comparison"),
+    (4, "how much better an action was than the policy's average", "the definition of the advantage"),
+    (4, "a worse critic makes bias expensive", "a critic's error, not a method"),
+    (7, "The PPO paper found a simpler device that does better", "the paper's own finding, cited"),
+    (7, "The critic has not got worse", "one run's value loss over time, not a comparison of methods"),
+    (9, "an answer is good if it beats its siblings", "the definition of the group baseline"),
+    (9, "As the model gets better", "one run over time, not a comparison of methods"),
+    (11, "**Goals.**", "the chapter's goals list names what the reader will compare"),
+]
 
 
 def _cells(path: Path):
@@ -109,6 +132,59 @@ def test_claims_quote_the_text_above_them(path):
     assert not problems, "\n".join(problems)
 
 
+def _sentences(markdown: str) -> list[str]:
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z*(\"])", " ".join(markdown.split()))
+
+
+def _comparison_quotes(cells) -> list[str]:
+    quotes = []
+    for cell in cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "claim_comparison"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                quotes.append(" ".join(str(node.args[0].value).split()))
+    return quotes
+
+
+def _unbacked_comparisons(chapter: int, cells) -> list[str]:
+    quotes = _comparison_quotes(cells)
+    exempt = [words for ch, words, _ in NOT_A_METHOD_COMPARISON if ch == chapter]
+    problems = []
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "markdown":
+            continue
+        for sentence in _sentences(cell.source):
+            if not (COMPARISON_WORD.search(sentence) and METHOD_NAME.search(sentence)):
+                continue
+            if any(q in sentence for q in quotes) or any(w in sentence for w in exempt):
+                continue
+            problems.append(f"cell {i}: a comparison with no rl.claim_comparison quoting it: {sentence[:200]!r}")
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_comparative_sentences_are_backed_by_paired_comparisons(path):
+    problems = _unbacked_comparisons(int(path.name[:2]), _cells(path))
+    assert not problems, "\n".join(problems)
+
+
+def test_exemptions_still_match_a_sentence():
+    """An exemption whose sentence was rewritten must go, or it would silently exempt nothing (or too much)."""
+    stale = []
+    for chapter, words, _ in NOT_A_METHOD_COMPARISON:
+        text = " ".join(" ".join(c.source.split()) for p in NOTEBOOKS if int(p.name[:2]) == chapter
+                        for c in _cells(p) if c.cell_type == "markdown")
+        if words not in text:
+            stale.append((chapter, words))
+    assert not stale, f"exemptions that match no sentence any more: {stale}"
+
+
 def test_library_readme_and_benchmarks_name_no_internal_material():
     problems = []
     for path in _library_and_readme():
@@ -136,3 +212,11 @@ def test_the_patterns_catch_what_they_should():
     assert INTERNAL.search("as in the FIELD-NOTES") and INTERNAL.search("seed 002 Part 4")
     assert not INTERNAL.search("rl.seed_everything(0); seed 0, 1 and 2")
     assert TODO.search("# TODO: fix") and not TODO.search("todos")
+
+
+def test_the_comparison_rule_catches_an_unbacked_sentence():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("CISPO beats GRPO here. Both learn. DAPO is no worse than RLOO."),
+                nbformat.v4.new_code_cell('rl.claim_comparison("DAPO is no worse than RLOO", c, "none")')]
+    problems = _unbacked_comparisons(99, nb.cells)
+    assert len(problems) == 1 and "CISPO beats GRPO" in problems[0]
