@@ -22,7 +22,7 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
    plots). A cell that reaches for the grading machinery is not run at all and is flagged: IPython's
    hooks (``get_ipython``), ``exec``/``eval``/``setattr``/``globals`` and friends, dunder or private
    attributes, attribute assignment other than ``self.x = ...``, in-place changes to objects the cell
-   did not create, ``global``, decorators, imports outside :data:`ALLOWED_IMPORTS`, modules such as
+   did not create or to a function's own arguments (``out=`` included), ``global``, decorators, imports outside :data:`ALLOWED_IMPORTS`, modules such as
    ``os``/``sys``/``torch.testing`` reached as attributes, the library's implementations of the graded
    functions (:data:`ORACLES`, e.g. ``rl.kl_k3``) and the notebook's own references (``REFERENCE``), and
    rebinding a name the instructor's cells define.
@@ -34,7 +34,9 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
    ``torch.nn.functional``'s namespaces, ``torch.Tensor``, the builtins, IPython's input and AST
    transformers and event hooks, the trace and display hooks, the notebook's own globals). Each test
    cell checks the snapshot before and after it runs; a difference fails that test, is restored, and
-   is flagged.
+   is flagged. Before each test, the student's functions are wrapped so that they receive copies of
+   their tensor arguments: they cannot change a test's inputs so that a reference computed after
+   them agrees with a wrong answer.
 
 The score table flags a submission when any layer fired, when a test cell's source differs from the
 instructor's (nbgrader restores it anyway), when a score exceeds a cell's points (it is capped), and
@@ -309,12 +311,17 @@ class _Checker(ast.NodeVisitor):
         self.problems: list[str] = []
         self.protected = protected
         self.scopes: list[set[str]] = []  # local names of the enclosing functions
+        self.args: list[set[str]] = []  # their parameters that are never rebound
 
     def bad(self, node, what):
         self.problems.append(f"line {getattr(node, 'lineno', '?')}: {what}")
 
     def _local(self, name):
         return bool(self.scopes) and name in self.scopes[-1]
+
+    def _argument(self, name):
+        """A parameter of the enclosing function that the body never rebinds (an object of the caller's)."""
+        return bool(self.args) and name in self.args[-1] and name != "self"
 
     def visit_Name(self, node):
         if node.id in _FORBIDDEN_NAMES:
@@ -344,6 +351,14 @@ class _Checker(ast.NodeVisitor):
             root = _root_name(node)
             if root is None or not self._local(root):
                 self.bad(node, f"changes {root or 'an object'} in place (only the function's own variables)")
+            elif self._argument(root):
+                self.bad(node, f"changes its argument {root} in place (copy it first: {root} = {root}.clone())")
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        root = _root_name(node.target)
+        if isinstance(node.target, ast.Name) and self._argument(root):
+            self.bad(node, f"changes its argument {root} in place with an augmented assignment")
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -352,6 +367,10 @@ class _Checker(ast.NodeVisitor):
             root = _root_name(f.value)
             if root is not None and not self._local(root):
                 self.bad(node, f"changes {root} in place with .{f.attr}()")
+            elif root is not None and self._argument(root):
+                self.bad(node, f"changes its argument {root} in place with .{f.attr}()")
+        if any(k.arg == "out" for k in node.keywords):
+            self.bad(node, "writes into an existing tensor with out=")
         self.generic_visit(node)
 
     def visit_Global(self, node):
@@ -386,10 +405,13 @@ class _Checker(ast.NodeVisitor):
                 self.bad(d, f"default argument of {node.name} is not a constant")
         params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
         params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-        local = set(params)
+        local, rebound = set(params), set()
+        augmented = {id(n.target) for n in ast.walk(node) if isinstance(n, ast.AugAssign)}  # x += ... changes x
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                 local.add(sub.id)
+                if id(sub) not in augmented:
+                    rebound.add(sub.id)
             elif isinstance(sub, ast.arg):
                 local.add(sub.arg)
         for d in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
@@ -400,9 +422,11 @@ class _Checker(ast.NodeVisitor):
         if node.returns is not None:
             self.visit(node.returns)
         self.scopes.append(local)
+        self.args.append(params - rebound)
         for stmt in node.body:
             self.visit(stmt)
         self.scopes.pop()
+        self.args.pop()
 
     visit_FunctionDef = visit_AsyncFunctionDef = _function
 
@@ -411,8 +435,10 @@ class _Checker(ast.NodeVisitor):
         local = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
         local |= set(self.scopes[-1]) if self.scopes else set()
         self.scopes.append(local)
+        self.args.append(set())
         self.visit(node.body)
         self.scopes.pop()
+        self.args.pop()
 
     def visit_ClassDef(self, node):
         if node.decorator_list or node.keywords:
@@ -593,9 +619,36 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected):
         sys.displayhook = snapshot[("sys", "displayhook")]
         warnings.showwarning = snapshot[("warnings", "showwarning")]
 
+    def copy_arg(a):
+        if isinstance(a, torch.Tensor):
+            return a.clone()
+        if type(a) is dict:
+            return {k: copy_arg(v) for k, v in a.items()}
+        if type(a) in (list, tuple):
+            return type(a)(copy_arg(v) for v in a)
+        return a
+
+    protected_fns = set()
+
+    def protect(fn):
+        """the student's function, called with copies of its tensor arguments: it cannot change the
+        tests' inputs (so that a reference computed after it agrees with a wrong answer)"""
+        @functools.wraps(fn)
+        def called_with_copies(*args, **kwargs):
+            return fn(*[copy_arg(a) for a in args], **{k: copy_arg(v) for k, v in kwargs.items()})
+        protected_fns.add(called_with_copies)
+        return called_with_copies
+
+    def protect_student_functions():
+        for k, v in list(ns.items()):
+            if (type(v).__name__ == "function" and v not in protected_fns
+                    and is_student(getattr(getattr(v, "__code__", None), "co_filename", ""))):
+                ns[k] = protect(v)
+
     class Guard:
         def enter(self):
             trusted.add(sys._getframe(1).f_code.co_filename)
+            protect_student_functions()
             self.check("before")
 
         def leave(self):

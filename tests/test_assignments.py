@@ -136,6 +136,8 @@ HOSTILE = {
     "rt_rebind_reference": ("top", "k3", "rl.kl_k3 = lambda log_probs, ref_log_probs: torch.zeros_like(log_probs)\n"),
     "rt_noop_assert_close": ("top", "group_advantages", "torch.testing.assert_close = lambda *args, **kwargs: None\n"),
     "rt_oracle_call": ("body", "k3", "    return rl.kl_k3(log_probs, ref_log_probs)\n"),
+    # a wrong k3 that changes the test's input so that the reference computed after it is 0 too
+    "rt_mutates_inputs": ("body", "k3", "    ref_log_probs.copy_(log_probs)\n    return torch.zeros_like(log_probs)\n"),
 }
 HOSTILE_TIMEOUT = 45  # s per cell, not nbgrader's 30 s default: the endless loop is interrupted after this
 
@@ -594,6 +596,12 @@ def test_a_dead_kernel_scores_zero_and_the_batch_goes_on(hostile):
     assert row["auto_score"] == 0
     honest = _row(hostile, "zz_honest")
     assert honest["status"] == "graded" and honest["auto_score"] == honest["auto_max"] and honest["flags"] == ""
+
+
+def test_a_function_cannot_change_the_tests_inputs(hostile):
+    """The guard passes student functions copies of their tensor arguments: a k3 that returns 0 and
+    sets the test's ref_log_probs to log_probs (so that rl.kl_k3, computed after it, is 0 too) fails."""
+    assert {"test_k3"} <= set(hostile.lost("rt_mutates_inputs", HOSTILE_IN)), hostile.lost("rt_mutates_inputs", HOSTILE_IN)
 
 
 @pytest.mark.parametrize("student,tests,error", [

@@ -79,6 +79,12 @@ REFUSED = [
     ("class A:\n    x = print('runs at definition')", "body runs code"),
     ("def f():\n    return open('../../../source/x').read()", "open"),
     ("def f(x):\n    return x.f_back.f_globals", "f_back"),
+    # changing the test's inputs so that a reference computed afterwards agrees with a wrong answer
+    ("def k3(log_probs, ref_log_probs):\n    ref_log_probs.copy_(log_probs)\n    return log_probs * 0", "argument ref_log_probs"),
+    ("def f(x, y):\n    y[:] = x\n    return x", "argument y"),
+    ("def f(x, y):\n    y += x\n    return x", "argument y"),
+    ("def f(x, y):\n    torch.mul(x, 0, out=y)\n    return x", "out="),
+    ("def f(b):\n    b['rewards'] = b['rewards'] * 0", "argument b"),
 ]
 
 
@@ -91,7 +97,7 @@ def test_a_cell_that_reaches_for_the_grading_machinery_is_not_run(src, why):
 
 def test_only_definitions_imports_and_constants_run():
     src = ("import math\nimport torch\nEPS = 1e-8\nSIZES = (1, 2)\n"
-           "def f(x, eps=EPS):\n    y = x.clone()\n    y[0] = 1\n    y.add_(1)\n    return y\n"
+           "def f(x, eps=EPS):\n    y = x.clone()\n    y[0] = 1\n    y.add_(1)\n    x = x * 2\n    x[0] = 0\n    return y\n"
            "print(f(torch.zeros(3)))\nx = f(torch.ones(2))\nfor i in range(3):\n    pass\n"
            "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
            "        self.fc = torch.nn.Linear(2, 2)\n")
