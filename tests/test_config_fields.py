@@ -341,6 +341,21 @@ def test_grpo_max_new_tokens_is_the_budget():
     assert batch.truncated.any()
 
 
+def test_grpo_dynamic_sampling_stops_at_the_first_round_that_fills_the_batch():
+    """DAPO's rounds: stop as soon as prompts_per_step mixed groups are found (≥, not >), keep the
+    first prompts_per_step of them."""
+    task = StubTask()
+    config = cfg(dynamic_sampling=True, max_sampling_rounds=50, prompts_per_step=3)
+    batch = collect_rollouts(tiny(), TOK, task, config, torch.Generator().manual_seed(0), FORBIDDEN)
+    rewards = torch.tensor([float(sum(map(ord, o)) % 2) for _, o in task.seen]).reshape(-1, 3, 4)  # (rounds, N, G)
+    mixed = (rewards != rewards[..., :1]).any(-1)  # (rounds, N)
+    counts = mixed.sum(-1).cumsum(0)
+    want_rounds = int((counts >= 3).nonzero()[0]) + 1
+    assert batch.stats["rounds"] == want_rounds == rewards.shape[0]
+    kept = [task.seen[4 * i][0] for i in range(len(task.seen) // 4) if mixed.reshape(-1)[i]][:3]
+    assert [p.prompt for p in batch.problems] == kept
+
+
 def test_grpo_retire_pass_rate_is_a_strict_threshold():
     """A group whose pass rate equals the threshold stays in the pool; one above it leaves."""
     config = cfg(retire_pass_rate=0.5, prompts_per_step=16)
@@ -1099,7 +1114,8 @@ FIELD_TESTS = {
     ("GRPOConfig", "format_coef"): ["test_grpo_rewards_add_format_reward_and_dapo_overlong_penalty_with_their_signs"],
     ("GRPOConfig", "overlong_cache_length"): ["test_grpo_rewards_add_format_reward_and_dapo_overlong_penalty_with_their_signs"],
     ("GRPOConfig", "overlong_filter"): [_TV + "test_overlong_filter_removes_exactly_the_truncated_rows_from_the_loss"],
-    ("GRPOConfig", "dynamic_sampling"): [_TV + "test_dynamic_sampling_keeps_only_mixed_groups_and_fills_the_batch"],
+    ("GRPOConfig", "dynamic_sampling"): [_TV + "test_dynamic_sampling_keeps_only_mixed_groups_and_fills_the_batch",
+                                         "test_grpo_dynamic_sampling_stops_at_the_first_round_that_fills_the_batch"],
     ("GRPOConfig", "max_sampling_rounds"): [_TV + "test_dynamic_sampling_stops_at_its_cap_and_then_makes_no_update"],
     ("GRPOConfig", "zero_variance_filter"): [_TV + "test_zero_variance_filter_drops_constant_groups_without_resampling"],
     ("GRPOConfig", "retire_pass_rate"): ["test_grpo_retire_pass_rate_is_a_strict_threshold",
