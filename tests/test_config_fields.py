@@ -493,7 +493,7 @@ def test_grpo_critic_lr_is_the_size_of_the_critics_first_adam_step():
 
 # The published settings, each a difference from GRPOConfig's defaults (ε_low = 0.2, symmetric band,
 # β = 0, seq-mean-token-mean, std-scaled group advantages). Sources in GRPOConfig's docstring; the
-# values were checked against the papers where noted, otherwise they pin the table as written (a
+# values whose comment names a section follow that paper, the others pin the table as written (a
 # change to a recipe must change this table too, deliberately).
 PUBLISHED = {
     # DeepSeekMath §4.1 / eq. 21: β = 0.04, ε = 0.2, per-sequence mean of token losses
