@@ -515,27 +515,31 @@ def hostile(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("hostile")
     subs = tmp / "submitted"
-    source = SOURCE / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    # a copy of the instructor sources, graded from and attacked by path: a sandbox that failed open
+    # would damage the copy, never the repository's
+    sources = tmp / "instructor" / "source"
+    shutil.copytree(SOURCE, sources)
+    source = sources / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
     other = subs / "zz_honest" / HOSTILE_IN
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     port = listener.getsockname()[1]
     for student, (where, grade_id, code) in HOSTILE.items():
-        code = code.replace("SOURCE_DIR", repr(str(SOURCE))).replace("OTHER_DIR", repr(str(other))).replace("PORT", str(port))
+        code = code.replace("SOURCE_DIR", repr(str(sources))).replace("OTHER_DIR", repr(str(other))).replace("PORT", str(port))
         nb = _submit(subs, student, HOSTILE_IN, source)
         if where == "top":
             _set_cell(nb, grade_id, lambda text, code=code: code + text)
         else:
             _set_cell(nb, grade_id, lambda text, code=code: text.replace("### BEGIN SOLUTION\n", "### BEGIN SOLUTION\n" + code, 1))
     _submit(subs, "zz_honest", HOSTILE_IN, source)  # graded after the others
-    before = {p: p.read_bytes() for p in sorted(SOURCE.rglob("*")) if p.is_file()}
+    before = {p: p.read_bytes() for p in sorted(sources.rglob("*")) if p.is_file()}
     try:
-        result = A.grade(subs, tmp / "graded", timeout=HOSTILE_TIMEOUT, names=[HOSTILE_IN], source_dir=SOURCE,
+        result = A.grade(subs, tmp / "graded", timeout=HOSTILE_TIMEOUT, names=[HOSTILE_IN], source_dir=sources,
                          restrict_code=False)
     finally:
         listener.close()
-    assert {p: p.read_bytes() for p in sorted(SOURCE.rglob("*")) if p.is_file()} == before, "the sources changed"
+    assert {p: p.read_bytes() for p in sorted(sources.rglob("*")) if p.is_file()} == before, "the sources changed"
     return result
 
 
