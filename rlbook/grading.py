@@ -163,10 +163,12 @@ class Sandbox:
         for link, target in (("/bin", "usr/bin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/sbin", "usr/sbin")):
             if os.path.islink(link):
                 cmd += ["--symlink", target, link]
-        for p in self.read_only_paths():
-            cmd += ["--ro-bind", p, p]
+        # the tmpfs first: a Python installation or a checkout under /tmp (a CI clone's virtual
+        # environment) is then bound on top of it instead of being hidden by it
         cmd += ["--size", str(self.disk_mb * mb), "--tmpfs", "/tmp",
                 "--size", str(self.disk_mb * mb), "--tmpfs", "/submission"]
+        for p in self.read_only_paths():
+            cmd += ["--ro-bind", p, p]
         for f in files:
             cmd += ["--ro-bind", f, "/submission/" + os.path.basename(f)]
         cmd += ["--bind", ipc_dir, ipc_dir, "--remount-ro", "/", "--chdir", "/submission", "--clearenv"]

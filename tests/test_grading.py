@@ -133,3 +133,7 @@ def test_the_sandbox_command_isolates_and_limits(tmp_path):
     binds = [cmd[k + 1] for k, a in enumerate(cmd) if a in ("--bind", "--ro-bind")]
     assert str(ROOT) not in binds and str(ROOT / "assignments") not in binds, "the repository is not visible"
     assert cmd[cmd.index("--") + 1:] == ["python", "-c", "1"]
+    # the tmpfs on /tmp comes before every read-only bind, so a virtual environment or checkout under
+    # /tmp (as in a CI clone) is bound on top of it rather than hidden by it
+    tmp_at = [k for k, a in enumerate(cmd) if a == "--tmpfs" and cmd[k + 1] == "/tmp"][0]
+    assert all(k > tmp_at for k, a in enumerate(cmd) if a == "--ro-bind")
