@@ -512,7 +512,7 @@ for outcome in itertools.product([0, 1], repeat=N):
     prob = float(p.detach()) ** K * (1 - float(p.detach())) ** (N - K)
     estimate = (sum(outcome) * score_right / K) if K else 0.0
     expected += prob * float(estimate)
-print(f"p = {float(p):.3f}, N = {N}: E[ĝ] by enumeration {expected:.10f}; dJ^(N)/dθ by autograd {exact.item():.10f}")
+print(f"p = {float(p.detach()):.3f}, N = {N}: E[ĝ] by enumeration {expected:.10f}; dJ^(N)/dθ by autograd {exact.item():.10f}")
 assert abs(expected - exact.item()) < 1e-12
 
 # %% [markdown]
