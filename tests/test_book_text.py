@@ -111,6 +111,19 @@ def test_chapter_text(path):
     assert not problems, "\n".join(problems)
 
 
+def _quotes(cell, names=("claim", "claim_comparison")) -> list[str]:
+    """The quoted words of every ``rl.claim``-like call (``names``) in a code cell, spaces normalised."""
+    if cell.cell_type != "code":
+        return []
+    try:
+        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
+    except SyntaxError:
+        return []
+    return [" ".join(str(node.args[0].value).split()) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in names
+            and node.args and isinstance(node.args[0], ast.Constant)]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_claims_quote_the_text_above_them(path):
     markdown_so_far = ""
@@ -119,16 +132,9 @@ def test_claims_quote_the_text_above_them(path):
         if cell.cell_type == "markdown":
             markdown_so_far += "\n" + cell.source
             continue
-        try:
-            tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "claim"
-                    and node.args and isinstance(node.args[0], ast.Constant)):
-                quote = " ".join(str(node.args[0].value).split())
-                if quote not in " ".join(markdown_so_far.split()):
-                    problems.append(f"cell {i}: rl.claim quotes {quote!r}, which no markdown cell above says")
+        for quote in _quotes(cell):
+            if quote not in " ".join(markdown_so_far.split()):
+                problems.append(f"cell {i}: a claim quotes {quote!r}, which no markdown cell above says")
     assert not problems, "\n".join(problems)
 
 
@@ -137,19 +143,7 @@ def _sentences(markdown: str) -> list[str]:
 
 
 def _comparison_quotes(cells) -> list[str]:
-    quotes = []
-    for cell in cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "claim_comparison"
-                    and node.args and isinstance(node.args[0], ast.Constant)):
-                quotes.append(" ".join(str(node.args[0].value).split()))
-    return quotes
+    return [quote for cell in cells for quote in _quotes(cell, ("claim_comparison",))]
 
 
 def _unbacked_comparisons(chapter: int, cells) -> list[str]:
@@ -220,3 +214,4 @@ def test_the_comparison_rule_catches_an_unbacked_sentence():
                 nbformat.v4.new_code_cell('rl.claim_comparison("DAPO is no worse than RLOO", c, "none")')]
     problems = _unbacked_comparisons(99, nb.cells)
     assert len(problems) == 1 and "CISPO beats GRPO" in problems[0]
+    assert _quotes(nb.cells[1]) == ["DAPO is no worse than RLOO"]  # claim_comparison quotes are checked too
