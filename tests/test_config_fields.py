@@ -97,8 +97,8 @@ class SnapshotSGD(torch.optim.SGD):
         return super().step(closure)
 
 
-def rescore(policy, seen, temperature=1.0):
-    """log π (B, T) at ``temperature`` of the recorded completions, re-encoded from their text."""
+def encode_seen(seen):
+    """The recorded (prompt, completion) texts re-encoded: prompt ids and mask, completion ids and mask."""
     ids = [TOK(o, add_special_tokens=False).input_ids for _, o in seen]
     T = max(len(i) for i in ids)
     completion_ids = torch.full((len(ids), T), TOK.eos_token_id, dtype=torch.long)
@@ -107,6 +107,12 @@ def rescore(policy, seen, temperature=1.0):
         completion_ids[row, : len(i)] = torch.tensor(i)
         mask[row, : len(i)] = True
     prompt_ids, prompt_mask = encode_prompts(TOK, [p for p, _ in seen])
+    return prompt_ids, prompt_mask, completion_ids, mask
+
+
+def rescore(policy, seen, temperature=1.0):
+    """log π (B, T) at ``temperature`` of the recorded completions, re-encoded from their text."""
+    prompt_ids, prompt_mask, completion_ids, mask = encode_seen(seen)
     lp = completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask, forbidden_ids=FORBIDDEN,
                               completion_mask=mask, temperature=temperature)
     return lp.double(), mask
@@ -448,14 +454,7 @@ def test_grpo_ppo_critic_gae_uses_gamma_and_lambda_and_the_critic_step_is_clippe
               critic_optimizer=torch.optim.SGD(critic.parameters(), lr=0.5))
     seen = task.seen
     rewards = torch.tensor([float(sum(map(ord, o)) % 2) for _, o in seen], dtype=DT)
-    ids = [TOK(o, add_special_tokens=False).input_ids for _, o in seen]
-    T = max(len(i) for i in ids)
-    completion_ids = torch.full((len(ids), T), TOK.eos_token_id, dtype=torch.long)
-    mask = torch.zeros(len(ids), T, dtype=torch.bool)
-    for row, i in enumerate(ids):
-        completion_ids[row, : len(i)] = torch.tensor(i)
-        mask[row, : len(i)] = True
-    prompt_ids, prompt_mask = encode_prompts(TOK, [p for p, _ in seen])
+    prompt_ids, prompt_mask, completion_ids, mask = encode_seen(seen)
     values = critic_values(critic_before, prompt_ids, completion_ids, prompt_mask, mask).double()
     raw = hand_token_gae(values.detach(), rewards, mask.sum(1), 0.8, 0.6)
     x = raw[mask]
