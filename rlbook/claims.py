@@ -15,13 +15,63 @@ above the cell, so text and number cannot drift apart silently.
 from __future__ import annotations
 
 import math
+import re
 
-__all__ = ["claim", "claim_comparison"]
+__all__ = ["claim", "claim_comparison", "plain_text"]
+
+_TEX_SYMBOLS = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "theta": "θ",
+    "lambda": "λ", "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ", "Delta": "Δ",
+    "Sigma": "Σ", "approx": "≈", "cdot": "·", "times": "×", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
+    "ne": "≠", "neq": "≠", "infty": "∞", "to": "→", "mid": "∣", "pm": "±", "sim": "∼", "log": "log",
+    "exp": "exp", "quad": " ", ",": " ", ";": " ", "!": "", " ": " ",
+}
+_SUPERSCRIPT = str.maketrans("0123456789+-=()nik", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱᵏ")
+_SUBSCRIPT = str.maketrans("0123456789+-=()aeiklmnoprstx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑᵢₖₗₘₙₒₚᵣₛₜₓ")
+# a command, and the one space after it when a letter follows (TeX drops it: "\\Delta L" is ΔL)
+_TEX_COMMAND = re.compile(r"\\([A-Za-z]+|[,;! ])(?: (?=[A-Za-z]))?")
+_TEX_SCRIPT = re.compile(r"([_^])(\{[^{}]*\}|\\[A-Za-z]+|.)")
+_RELATIONS = {"≈", "≤", "≥", "≠", "→", "∼"}
+
+
+def _symbol(m: re.Match) -> str:
+    sym = _TEX_SYMBOLS.get(m.group(1), m.group(1))
+    return f" {sym} " if sym in _RELATIONS else sym
+
+
+def plain_text(text: str) -> str:
+    """``text`` with its inline TeX (``$…$``) written as plain Unicode, for printed output.
+
+    The book's prose is markdown with TeX, and a claim quotes it verbatim; what a cell *prints* is
+    plain text, where ``$V^\\pi\\approx 5$`` would show as raw TeX. Greek letters and common
+    operators become their characters, ``^{…}``/``_{…}`` become super-/subscripts where Unicode has
+    them (``10^{-5}`` → ``10⁻⁵``, ``k_1`` → ``k₁``) and stay as ``^…``/``_…`` otherwise
+    (``V^\\pi`` → ``V^π``). Text outside ``$…$`` is unchanged.
+
+    Args:
+        text: a string, possibly with inline math.
+    Returns:
+        The string with each ``$…$`` replaced by its plain-text form.
+    """
+    def script(m: re.Match) -> str:
+        body = m.group(2)[1:-1] if m.group(2).startswith("{") else m.group(2)
+        body = _TEX_COMMAND.sub(_symbol, body).strip()
+        table, chars = (_SUPERSCRIPT, "0123456789+-=()nik") if m.group(1) == "^" else (_SUBSCRIPT, "0123456789+-=()aeiklmnoprstx")
+        if body and all(ch in chars for ch in body):
+            return body.translate(table)
+        return m.group(1) + (body if len(body) == 1 else f"({body})")
+
+    def math(m: re.Match) -> str:
+        body = _TEX_SCRIPT.sub(script, m.group(1))
+        body = _TEX_COMMAND.sub(_symbol, body)
+        return re.sub(r" {2,}", " ", body.replace("{", "").replace("}", "")).strip()
+
+    return re.sub(r"\$([^$\n]+)\$", math, text)
 
 
 def claim(quote: str, value, expected: float | None = None, *, rel: float | None = None,
           abs: float | None = None, low: float | None = None, high: float | None = None,
-          bounds: tuple | None = None) -> float:
+          bounds: tuple | None = None) -> None:
     """Check that a computed ``value`` supports the sentence ``quote`` of the text; print it.
 
     Either give ``expected`` with a tolerance (``rel``: |value − expected| ≤ rel·|expected|;
@@ -38,7 +88,8 @@ def claim(quote: str, value, expected: float | None = None, *, rel: float | None
             sitting on either end (within 1e-9 of the range) is refused: a check that passes at a
             ceiling or a floor cannot fail, so it backs nothing. Give it for every rate.
     Returns:
-        ``value`` as a float (after printing ``✓ "quote": value``).
+        None. It prints ``✓ "quote": value``; nothing is returned, so a call that ends a notebook
+        cell does not also echo the bare number as the cell's result.
     Raises:
         ValueError: ``quote`` too short, no tolerance or bounds given, a negative tolerance, a
             non-finite ``value``, or a ``value`` at an end of ``bounds`` (a vacuous claim).
@@ -71,11 +122,10 @@ def claim(quote: str, value, expected: float | None = None, *, rel: float | None
     if not ok:
         raise AssertionError(f"the text says {quote!r} ({want}) but this run gives {x:g}: "
                              "update the text or find what changed")
-    print(f'✓ "{quote}": {x:.4g}')
-    return x
+    print(f'✓ "{plain_text(quote)}": {x:.4g}')
 
 
-def claim_comparison(quote: str, comparison, expect: str) -> object:
+def claim_comparison(quote: str, comparison, expect: str) -> None:
     """Back a comparative sentence ("A beats B", "no difference detected") with a paired comparison.
 
     ``comparison`` comes from :func:`rlbook.compare` over paired seeds. ``expect`` is what the
@@ -91,7 +141,7 @@ def claim_comparison(quote: str, comparison, expect: str) -> object:
         comparison: a :class:`rlbook.stats.Comparison`.
         expect: ">", "<" or "none".
     Returns:
-        ``comparison`` (after printing ``✓ "quote": <the comparison's line>``).
+        None (it prints ``✓ "quote": <the comparison's line>``), like :func:`claim`.
     Raises:
         ValueError: a short quote, a ``comparison`` of the wrong type, or an unknown ``expect``.
         AssertionError: the interval does not support the sentence (the message gives it).
@@ -110,5 +160,4 @@ def claim_comparison(quote: str, comparison, expect: str) -> object:
         said = {">": "A > B", "<": "A < B", "none": "no difference detected"}[expect]
         raise AssertionError(f"the text says {quote!r} ({said}) but this experiment gives {comparison}: "
                              "update the text or find what changed")
-    print(f'✓ "{quote}": {comparison}')
-    return comparison
+    print(f'✓ "{plain_text(quote)}": {comparison}')

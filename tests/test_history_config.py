@@ -61,8 +61,8 @@ def test_seed_everything_reproducible_and_validated():
 
 
 def test_report_headline(capsys):
-    line = rl.report_headline("X: 1 step")
-    assert capsys.readouterr().out.strip() == line == f"{rl.HEADLINE_MARK} X: 1 step"
+    assert rl.report_headline("X: 1 step") is None  # printed once: no returned string for a cell to echo
+    assert capsys.readouterr().out == f"{rl.HEADLINE_MARK} X: 1 step\n"
     with pytest.raises(ValueError, match="text"):
         rl.report_headline("two\nlines")
 

@@ -180,7 +180,7 @@ def test_seeds_needed_errors():
 
 def test_claim_comparison_asserts_the_side_of_the_interval(capsys):
     up = rl.compare([0.95, 0.96, 0.97, 0.95], [0.90, 0.90, 0.93, 0.91], names=("Dr. GRPO", "GRPO"))
-    assert rl.claim_comparison("Dr. GRPO beats GRPO", up, ">") is up
+    assert rl.claim_comparison("Dr. GRPO beats GRPO", up, ">") is None
     assert '✓ "Dr. GRPO beats GRPO": Dr. GRPO − GRPO' in capsys.readouterr().out
     with pytest.raises(AssertionError, match="no difference detected"):
         rl.claim_comparison("no difference detected at this scale", up, "none")
