@@ -94,6 +94,7 @@ from tqdm.auto import tqdm
 
 from rlbook.advantages import gae
 from rlbook.aggregation import fixed_length_mean, masked_mean, masked_whiten, prompt_mean
+from rlbook.algos._progress import close_progress
 from rlbook.algos.grpo_config import (ADVANTAGE_ESTIMATORS, GRPO_RECIPES, LOSS_AGGREGATIONS, PER_TOKEN_LOSSES,
                                       GRPOConfig)
 from rlbook.algos.grpo_rollouts import collect_rollouts, mixed_groups, sample_kwargs
@@ -335,9 +336,10 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
     history, start, generated = History(config=config), time.perf_counter(), 0
     evaluating = bool(config.eval_every or config.eval_steps)
     eval_problems = task.held_out_problems(config.eval_num_problems) if evaluating else None
-    bar = tqdm(range(config.num_steps), desc="GRPO", disable=not progress, mininterval=1.0)
-    for step in bar:
+    bar, stopped = tqdm(total=config.num_steps, desc="GRPO", disable=not progress, mininterval=1.0), None
+    for step in range(config.num_steps):
         if config.max_completions is not None and generated >= config.max_completions:
+            stopped = f"stopped at {generated:,} completions"
             break
         if eval_problems is not None and ((config.eval_every and step % config.eval_every == 0)
                                           or step in config.eval_steps):
@@ -351,6 +353,8 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
         generated += int(metrics["completions_generated"])
         history.log(**metrics, ref_reset=float(reset), retired_prompts=float(len(retired)))
         bar.set_postfix({"reward": f"{float(metrics['reward']):.3f}", "kl": f"{float(metrics['kl']):.4f}"}, refresh=False)
+        bar.update(1)
+    close_progress(bar, stopped)
     if eval_problems is not None:
         _log_eval(history, len(history["reward"]), generated, policy, tokenizer, eval_problems, task, config)
     history.wall_seconds = time.perf_counter() - start

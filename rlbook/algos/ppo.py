@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from rlbook import _checks
 from rlbook.advantages import gae
+from rlbook.algos._progress import close_progress
 from rlbook.config import get_device
 from rlbook.diagnostics import approx_kl, clip_fraction, explained_variance
 from rlbook.envs.vector import RolloutState, collect_rollout, make_cartpole_vector_env
@@ -285,6 +286,7 @@ def train_ppo(config: PPOConfig | None = None, progress: bool = True) -> History
     hist = History(config=asdict(cfg))
     start = time.perf_counter()
     bar = tqdm(total=num_updates * batch_size, desc="PPO", unit="step", disable=not progress)
+    stopped = None
     for update in range(num_updates):
         lr = cfg.lr * (1.0 - update / num_updates if cfg.lr_schedule == "linear" else 1.0)
         for group in opt.param_groups:
@@ -311,10 +313,12 @@ def train_ppo(config: PPOConfig | None = None, progress: bool = True) -> History
         bar.update(batch_size)
         bar.set_postfix(rolling20=f"{hist.final_rolling_return(cfg.stop_window):.0f}")
         if cfg.stop_at_return is not None and hist.steps_to_threshold(cfg.stop_at_return, cfg.stop_window) is not None:
+            stopped = f"stopped at {cfg.stop_at_return:g}"
             break
         if cfg.stop_after_env_steps is not None and state.env_steps >= cfg.stop_after_env_steps:
+            stopped = f"stopped after {cfg.stop_after_env_steps:,} steps"
             break
-    bar.close()
+    close_progress(bar, stopped)
     envs.close()
     hist.wall_seconds = time.perf_counter() - start
     hist.model = model

@@ -31,6 +31,7 @@ from torch.func import functional_call, grad, vmap
 from tqdm.auto import tqdm
 
 from rlbook import _checks
+from rlbook.algos._progress import close_progress
 from rlbook.config import get_device
 from rlbook.envs.cartpole import EpisodeBatch, EpisodeBatcher
 from rlbook.history import History
@@ -330,6 +331,7 @@ def train_reinforce(config: ReinforceConfig | None = None, progress: bool = True
     hist = History(config=asdict(cfg))
     start = time.perf_counter()
     bar = tqdm(total=cfg.total_env_steps, desc="REINFORCE", unit="step", disable=not progress)
+    stopped = None
     while batcher.total_steps < cfg.total_env_steps:
         batch = batcher.collect(lambda o: policy.act(o, gen)).to(device)
         for ret, length in zip(batch.episode_returns.tolist(), batch.lengths.tolist()):
@@ -357,8 +359,9 @@ def train_reinforce(config: ReinforceConfig | None = None, progress: bool = True
         bar.set_postfix(rolling20=f"{hist.final_rolling_return(20):.0f}")
         if cfg.stop_at_return is not None and len(hist.episode_returns) >= 20 \
                 and hist.final_rolling_return(20) >= cfg.stop_at_return:
+            stopped = f"stopped at {cfg.stop_at_return:g}"
             break
-    bar.close()
+    close_progress(bar, stopped)
     batcher.close()
     hist.wall_seconds = time.perf_counter() - start
     hist.policy = policy

@@ -24,6 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlbook.advantages import gae
+from rlbook.algos._progress import close_progress
 from rlbook.algos.ppo import categorical_policy_fn
 from rlbook.config import get_device
 from rlbook.diagnostics import explained_variance
@@ -191,6 +192,7 @@ def train_trpo(config: TRPOConfig | None = None, progress: bool = True) -> Histo
     hist = History(config=asdict(cfg))
     start = time.perf_counter()
     bar = tqdm(total=num_updates * batch_size, desc="TRPO", unit="step", disable=not progress)
+    stopped = None
     for _ in range(num_updates):
         rollout = collect_rollout(state, policy_fn, model.value, cfg.num_steps)
         for ep in rollout.episodes:
@@ -211,8 +213,9 @@ def train_trpo(config: TRPOConfig | None = None, progress: bool = True) -> Histo
         bar.update(batch_size)
         bar.set_postfix(rolling20=f"{hist.final_rolling_return(cfg.stop_window):.0f}")
         if cfg.stop_at_return is not None and hist.steps_to_threshold(cfg.stop_at_return, cfg.stop_window) is not None:
+            stopped = f"stopped at {cfg.stop_at_return:g}"
             break
-    bar.close()
+    close_progress(bar, stopped)
     envs.close()
     hist.wall_seconds = time.perf_counter() - start
     hist.model = model
