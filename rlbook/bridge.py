@@ -56,13 +56,16 @@ arXiv:2506.13585.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
+import warnings
 
 import torch
 
 from rlbook.algos.grpo import GRPOConfig, _parts
 from rlbook.config import get_device
 from rlbook.lm.logprobs import completion_log_probs
+from rlbook.lm.model import quiet_weight_progress
 from rlbook.steps import grpo_microbatch_train_step
 
 __all__ = ["TRL_LOSS_TYPES", "require_trl", "trl_loss_type", "to_trl_config", "build_trl_trainer", "trl_loss",
@@ -85,6 +88,36 @@ def require_trl():
         raise ImportError(f"the TRL bridge needs TRL and its `datasets` package ({err}); "
                           "install them with `pip install \"rlbook[trl]\"` (or `pip install -e \".[trl]\"` in a clone)") from None
     return trl
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+_PADDING_NOTICE = "We strongly recommend passing in an `attention_mask`"
+
+
+def _quiet_trl_internals() -> None:
+    """Silence two notices that TRL's own code triggers in transformers and a reader cannot act on.
+
+    * TRL 1.16 reads ``model.is_gradient_checkpointing`` before generating, a name transformers 5
+      deprecated (``FutureWarning``): a warning about TRL's code, not the reader's.
+    * transformers' generation loop writes the pad id after each finished completion, and TRL's
+      decoding step then calls the model on that id with no mask, which trips the "passing in an
+      `attention_mask`" heuristic (it looks for the pad id in the first and last column); those
+      positions come after the completion's EOS, which TRL's completion mask cuts off.
+
+    Only these two messages are filtered (the exact texts), so any other warning still shows.
+    """
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    log = logging.getLogger("transformers.modeling_utils")
+    if not any(isinstance(f, _DropMessage) and f.text == _PADDING_NOTICE for f in log.filters):
+        log.addFilter(_DropMessage(_PADDING_NOTICE))
 
 
 def _problems(config: GRPOConfig) -> tuple[list[str], str | None]:
@@ -255,11 +288,14 @@ def build_trl_trainer(policy, tokenizer, task, config: GRPOConfig, num_prompts: 
     TRL builds its frozen reference model by loading the policy's hub id or folder again, which a
     model built in memory does not have. With ``kl_coef > 0`` the policy is therefore saved to a
     temporary folder and TRL is given that folder, so ``trainer.model`` is a copy of ``policy``
-    with the same weights.
+    with the same weights. Saving and loading draw no progress bars, and two notices that TRL's own
+    code triggers in transformers (a deprecated attribute, a padding heuristic) are silenced by their
+    exact texts.
     """
     trl = require_trl()
     from datasets import Dataset
 
+    _quiet_trl_internals()
     args = to_trl_config(config, output_dir=output_dir, **overrides)
     count = num_prompts or config.prompts_per_step * (config.num_steps + 1)
     problems = task.sample_problems(count, torch.Generator().manual_seed(config.seed))
@@ -274,12 +310,13 @@ def build_trl_trainer(policy, tokenizer, task, config: GRPOConfig, num_prompts: 
 
     reward_funcs = [correctness, format_reward] if config.format_coef else [correctness]
     model = policy
-    if config.kl_coef > 0:
-        folder = tempfile.mkdtemp(prefix="rlbook-trl-policy-")
-        policy.save_pretrained(folder)
-        model = folder
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=data,
-                              processing_class=tokenizer)
+    with quiet_weight_progress():  # the save below and TRL's loads of the policy and its reference
+        if config.kl_coef > 0:
+            folder = tempfile.mkdtemp(prefix="rlbook-trl-policy-")
+            policy.save_pretrained(folder)
+            model = folder
+        trainer = trl.GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=data,
+                                  processing_class=tokenizer)
     if model is not policy:
         trainer.model.to(next(policy.parameters()).dtype)
     return trainer

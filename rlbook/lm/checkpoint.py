@@ -19,7 +19,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from rlbook.lm.model import load_policy
+from rlbook.lm.model import load_policy, quiet_weight_progress
 
 __all__ = ["save_checkpoint", "load_checkpoint"]
 
@@ -50,7 +50,8 @@ def save_checkpoint(model, tokenizer, path, metadata: dict | None = None) -> Pat
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
-        model.save_pretrained(tmp)
+        with quiet_weight_progress():
+            model.save_pretrained(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         (tmp / METADATA_FILE).write_text(meta_text)

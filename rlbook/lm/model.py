@@ -12,11 +12,13 @@ with dropout and every policy is returned in ``eval()`` mode (gradients still fl
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, PretrainedConfig
+from transformers.utils import logging as hf_logging
 
 from rlbook.config import by_size, get_device
 
@@ -111,8 +113,28 @@ def load_policy(config_or_path, seed: int = 0, device: str | torch.device | None
     kwargs = {"local_files_only": True}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+    with quiet_weight_progress():
+        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     return model.to(get_device(device)).eval()
+
+
+@contextlib.contextmanager
+def quiet_weight_progress():
+    """Within the block, ``from_pretrained`` / ``save_pretrained`` draw no progress bar.
+
+    transformers 5 draws a "Loading weights" bar on every load and a "Writing model shards" bar on
+    every save, even for the book's 28 tensors that load in a millisecond; in a notebook each one
+    is a widget saved into the page. The library's own loads and saves (here, in
+    :mod:`rlbook.lm.checkpoint` and :mod:`rlbook.bridge`) run inside this; the setting is restored
+    after, so a reader's own downloads keep their bars.
+    """
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 def count_parameters(model: torch.nn.Module) -> int:
