@@ -19,7 +19,15 @@ changes made to the copies only (the notebooks themselves are never touched):
 * each "Solution to exercise N" section becomes a collapsed ``<details>`` block, so a reader sees the
   exercises first and opens a solution on purpose;
 * each ``arXiv:NNNN.NNNNN`` in the prose links to its entry in the bibliography (an id the
-  bibliography does not know is an error: add it to ``book/references.bib``).
+  bibliography does not know is an error: add it to ``book/references.bib``);
+* the test markers of code cells (``# NBVAL_CHECK_OUTPUT`` and the other ``# NBVAL_*`` lines, which
+  tell nbval which outputs to compare) are removed from the code a reader sees;
+* each explorer widget (``rlbook.widgets.EXPLORERS``) gets a note under it with the command that runs
+  it live, ``rlbook explore NAME``: on a static page its controls move but nothing updates.
+
+The pages also load ``_assets/rlbook-reader.css`` (long code lines wrap instead of being cut off;
+figures keep their aspect ratio) and ``_assets/rlbook-zoom.js`` (click a figure to see it at full
+resolution; the chapters store figures at twice their displayed pixel density).
 
 Needs the ``book`` extra (``pip install "rlbook[book]"``).
 """
@@ -37,12 +45,15 @@ import time
 from pathlib import Path
 
 __all__ = ["find_book_dir", "stage_book", "build_book", "serve", "add_subparser",
-           "collapse_solutions", "link_citations", "arxiv_keys"]
+           "collapse_solutions", "link_citations", "arxiv_keys", "strip_test_markers", "add_live_explorer_notes",
+           "live_explorer_note"]
 
 _CONFIG_FILES = ("_config.yml", "_toc.yml")
 _SOLUTION_HEADING = re.compile(r"^#{2,4}\s+(Solution to exercise\s+\S+?)\s*$", re.MULTILINE)
 _SECTION_HEADING = re.compile(r"^#{1,2}\s+\S", re.MULTILINE)
 _ARXIV = re.compile(r"(?<![\w/\[])arXiv:(\d{4}\.\d{4,5})")
+_TEST_MARKER = re.compile(r"^[ \t]*#[ \t]*NBVAL_[A-Z_]+[ \t]*(?:\n|$)", re.MULTILINE)
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def find_book_dir(start: Path | None = None) -> Path:
@@ -145,11 +156,61 @@ def collapse_solutions(cells: list[dict]) -> tuple[list[dict], int]:
     return out, count
 
 
+def strip_test_markers(source: str) -> str:
+    """``source`` without its ``# NBVAL_*`` lines (nbval's markers: for the test run, not the reader).
+
+    Only whole-line markers are removed; a line of code is never changed.
+    """
+    return _TEST_MARKER.sub("", source)
+
+
+def _explorer_functions() -> dict[str, str]:
+    """``{function name: explorer name}`` from the registry, e.g. ``{"gae_explorer": "gae"}``."""
+    from rlbook.widgets import EXPLORERS
+
+    return {target.split(":")[1]: name for name, target in EXPLORERS.items()}
+
+
+def live_explorer_note(name: str) -> str:
+    """The note placed under explorer ``name`` on the static site: the command that runs it live."""
+    return (f'<div class="rlbook-live-note">Live version: <code>rlbook explore {name}</code> '
+            "(or run this notebook in Jupyter). On this static page the controls are not connected to "
+            "Python, so moving them changes nothing.</div>")
+
+
+def add_live_explorer_notes(cells: list[dict]) -> tuple[list[dict], int]:
+    """After each code cell that shows an explorer widget, add a markdown cell with :func:`live_explorer_note`.
+
+    A cell shows an explorer when its source calls one of the registry's functions (``gae_explorer(``,
+    ``clip_explorer(``, ...) and its outputs hold a widget view.
+
+    Args:
+        cells: the notebook's cells (nbformat dicts); not modified.
+    Returns:
+        (new cells, number of notes added).
+    """
+    functions = _explorer_functions()
+    out: list[dict] = []
+    count = 0
+    for cell in cells:
+        out.append(cell)
+        if cell.get("cell_type") != "code":
+            continue
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        called = [name for fn, name in functions.items() if re.search(rf"\b{re.escape(fn)}\(", src)]
+        shows_widget = any(_WIDGET_VIEW in o.get("data", {}) for o in cell.get("outputs", []))
+        if called and shows_widget:
+            out.append({"cell_type": "markdown", "metadata": {}, "source": live_explorer_note(called[0]),
+                        "id": f"rlbook-live-{count}"})
+            count += 1
+    return out, count
+
+
 def stage_book(stage_dir: Path, book_dir: Path | None = None, notebooks_dir: Path | None = None) -> dict:
     """Copy the site configuration and the chapters (solutions folded, citations linked) into ``stage_dir``.
 
     Returns:
-        ``{"chapters": n, "solutions": n, "citations": n}``.
+        ``{"chapters": n, "solutions": n, "citations": n, "markers": n, "explorers": n}``.
     Raises:
         FileNotFoundError: no configuration or no chapters; KeyError: a citation with no entry.
     """
@@ -166,15 +227,21 @@ def stage_book(stage_dir: Path, book_dir: Path | None = None, notebooks_dir: Pat
         shutil.rmtree(stage_dir)
     shutil.copytree(book_dir, stage_dir, ignore=shutil.ignore_patterns("_build", "README.md", "__pycache__"))
     keys = arxiv_keys(book_dir / "references.bib")
-    stats = {"chapters": 0, "solutions": 0, "citations": 0}
+    stats = {"chapters": 0, "solutions": 0, "citations": 0, "markers": 0, "explorers": 0}
     for ch in chapters:
         nb = nbformat.read(ch.path, as_version=4)
         cells, folded = collapse_solutions(nb.cells)
+        cells, notes = add_live_explorer_notes(cells)
+        stats["explorers"] += notes
         for cell in cells:
             if cell["cell_type"] == "markdown":
                 before = cell["source"]
                 cell["source"] = link_citations(before, keys, where=ch.path.name)
                 stats["citations"] += cell["source"].count('href="bibliography.html#cite-')
+            elif cell["cell_type"] == "code":
+                stripped = strip_test_markers(cell["source"])
+                stats["markers"] += cell["source"] != stripped
+                cell["source"] = stripped
         nb.cells = [nbformat.from_dict(c) for c in cells]
         nbformat.write(nb, stage_dir / ch.path.name)
         stats["chapters"] += 1

@@ -151,3 +151,45 @@ def test_serve_answers_on_localhost(tmp_path):
             time.sleep(0.1)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=5) as resp:
         assert b"rlbook" in resp.read()
+
+
+def test_strip_test_markers_removes_nbval_lines_only():
+    src = "# NBVAL_CHECK_OUTPUT\nx = 1  # NBVAL_CHECK_OUTPUT stays: a comment on code\n  #NBVAL_IGNORE_OUTPUT\nprint(x)"
+    assert site.strip_test_markers(src) == "x = 1  # NBVAL_CHECK_OUTPUT stays: a comment on code\nprint(x)"
+    assert site.strip_test_markers("print('# NBVAL_X')") == "print('# NBVAL_X')"
+
+
+def test_live_explorer_notes_follow_each_explorer_widget_only():
+    widget = {"output_type": "display_data", "metadata": {},
+              "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "VBox()"}}
+    explorer = nbformat.v4.new_code_cell("display(gae_explorer())", outputs=[widget])
+    progress = nbformat.v4.new_code_cell("hist = rl.train_ppo(cfg)", outputs=[widget])  # a tqdm widget
+    not_run = nbformat.v4.new_code_cell("ae.advantage_explorer()")  # no widget saved: nothing to say
+    out, count = site.add_live_explorer_notes([explorer, progress, not_run])
+    assert count == 1 and len(out) == 4
+    assert out[1]["cell_type"] == "markdown" and "<code>rlbook explore gae</code>" in out[1]["source"]
+    assert out[2] is progress and out[3] is not_run
+
+
+def test_staged_chapters_carry_no_test_markers_and_a_live_note_under_each_explorer(tmp_path):
+    stats = site.stage_book(tmp_path / "stage")
+    assert stats["markers"] >= 40  # the chapters' NBVAL_CHECK_OUTPUT cells
+    staged = {p.stem: nbformat.read(p, as_version=4) for p in (tmp_path / "stage").glob("[0-9][0-9]_*.ipynb")}
+    notes = {}
+    for ch, nb in staged.items():
+        assert not [c for c in nb.cells if c.cell_type == "code" and re.search(r"^\s*#\s*NBVAL_", c.source, re.M)], ch
+        notes[ch] = re.findall(r"rlbook explore ([\w-]+)</code>", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    shown = {name for names in notes.values() for name in names}
+    assert shown == set(rl.widgets.EXPLORERS), notes  # every explorer the chapters show, each with its command
+    assert stats["explorers"] == sum(len(v) for v in notes.values())
+    src = (ROOT / "notebooks" / "01_rl_objective.ipynb").read_text()
+    assert "NBVAL_CHECK_OUTPUT" in src  # the notebooks keep their markers: nbval needs them
+
+
+def test_pages_load_the_reader_css_and_zoom_script():
+    ext = (BOOK / "_ext" / "rlbook_site.py").read_text()
+    assert 'add_css_file("rlbook-reader.css")' in ext and 'add_js_file("rlbook-zoom.js"' in ext
+    css = (BOOK / "_assets" / "rlbook-reader.css").read_text()
+    assert "pre-wrap" in css and "height: auto" in css
+    js = (BOOK / "_assets" / "rlbook-zoom.js").read_text()
+    assert "http" not in js  # offline: nothing fetched

@@ -10,6 +10,8 @@
 * The HTML manager typesets widget labels with the MathJax 2 API (``MathJax.Hub.Queue``);
   the site uses MathJax 3, so ``_assets/rlbook-mathjax2-shim.js`` maps that call to
   ``MathJax.typesetPromise``.
+* ``_assets/rlbook-reader.css`` wraps long code lines and keeps figures' aspect ratio;
+  ``_assets/rlbook-zoom.js`` enlarges a figure on click (offline, no library).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def _page_context(app, pagename, templatename, context, doctree):
 def setup(app):
     app.connect("html-page-context", _page_context, priority=999)
     app.add_js_file("rlbook-mathjax2-shim.js", priority=100)
+    app.add_css_file("rlbook-reader.css")
+    app.add_js_file("rlbook-zoom.js", priority=500)
     # after every other script: RequireJS makes UMD scripts loaded after it (clipboard.js) register
     # as anonymous AMD modules, which it then rejects
     app.add_js_file("vendor/require.js", priority=990)
