@@ -36,6 +36,8 @@ import rlbook as rl
 from rlbook.widgets import advantage_explorer as ae
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 # One thread: the thread count changes the order of float sums, and so the sampled tokens; with one
 # thread this chapter reproduces the recorded runs of tests/test_grpo_train.py bit for bit, and it
 # can reuse chapter 8's model (trained with one thread too). A busy machine also slows it down
@@ -298,7 +300,7 @@ for mode in ["seq_mean_token_mean", "token_mean", "fixed_length_mean"]:
 # %%
 rewards6 = [1, 0, 1, 0, 1, 0]
 lengths6 = [2, 2, 6, 6, 12, 12]
-fig, axes = plt.subplots(1, 2, figsize=(9, 3), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=80)
 x = np.arange(6)
 for j, mode in enumerate(["seq_mean_token_mean", "token_mean", "fixed_length_mean"]):
     push = ae.per_token_weights_for_group(rewards6, lengths6, "grpo_no_std", mode, max_length=12)
@@ -308,9 +310,10 @@ for ax, title in zip(axes, ["Total push on the answer  Σ_t Â·w", "Push on eac
     ax.set_xticks(x, [f"r={r}\nL={n}" for r, n in zip(rewards6, lengths6)], fontsize=8)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_title(title, fontsize=9)
-axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.25), ncol=3)
-axes[0].set_xlabel("answer: reward r, length L (tokens)", fontsize=8)
-plt.tight_layout();
+    ax.set_xlabel("answer: reward r, length L (tokens)", fontsize=8)
+# one legend for both panels, in its own strip below the axis labels
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+fig.tight_layout(rect=(0, 0.1, 1, 1));
 
 # %% [markdown]
 # ## 9.4 The model, the task and the starting point
