@@ -31,6 +31,8 @@ import torch
 import rlbook as rl
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 device = rl.get_device()
 SIZE = rl.get_size()  # "small" (default; 2 CPU cores) or "full", via RLBOOK_SIZE
 print("size:", SIZE)
@@ -511,7 +513,7 @@ td_runs = {
 td_distance = {name: (run.history - V_solve).norm(dim=1) for name, run in td_runs.items()}
 print(f"TD(0): {len(td_runs)} runs of {TD_STEPS} steps in {time.perf_counter() - start:.1f} s")
 for name, run in td_runs.items():
-    print(f"{name:<36} final V {run.values.numpy().round(3)}  error {float(td_distance[name][-1]):.4f}")
+    print(f"{rl.plain_text(name):<36} final V {run.values.numpy().round(3)}  error {float(td_distance[name][-1]):.4f}")
 print(f"{'exact V^π':<36} {V_solve.numpy().round(3)}")
 err_const = td_distance[r"constant $\alpha = 0.1$"]
 err_decay = td_distance[r"decaying $\alpha_n = 0.5\,n^{-0.7}$"]

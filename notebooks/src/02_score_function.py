@@ -29,6 +29,8 @@ import torch
 import rlbook as rl
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 torch.set_default_dtype(torch.float64)  # exact checks in this chapter
 SIZE = rl.get_size()
 
