@@ -24,6 +24,8 @@ import torch
 import rlbook as rl
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 torch.set_num_threads(1)  # networks this small gain nothing from a second thread; one thread also keeps runs reproducible
 SIZE = rl.get_size()
 print("size:", SIZE)
