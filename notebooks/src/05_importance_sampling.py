@@ -34,6 +34,8 @@ from tqdm.auto import tqdm
 import rlbook as rl
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)  # exact checks in this chapter
 SIZE = rl.get_size()

@@ -33,6 +33,8 @@ import torch
 import rlbook as rl
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 torch.set_num_threads(1)
 SIZE = rl.get_size()
 DEVICE = rl.get_device("cpu")  # CartPole-sized networks are fastest on the CPU
