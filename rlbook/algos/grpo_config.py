@@ -50,7 +50,8 @@ GRPO_RECIPES = {
     "dppo": dict(per_token_loss="dppo", divergence="binary_tv", divergence_threshold=0.15, kl_coef=0.0),
     "prorl": dict(clip_eps_high=0.4, loss_aggregation="token_mean", dynamic_sampling=True, kl_coef=1e-2,
                   ref_reset_every=50),
-    "magistral": {**_DAPO, "clip_eps_high": 0.25, "advantage_estimator": "magistral"},
+    # Magistral tuned ε_high between 0.26 and 0.28 (Mistral AI 2025, arXiv:2506.10910, "Relaxing the trust region's upper bound"): the top of that range
+    "magistral": {**_DAPO, "clip_eps_high": 0.28, "advantage_estimator": "magistral"},
     "scalerl": dict(per_token_loss="cispo", clip_eps_low=1.0, clip_eps_high=3.0, advantage_estimator="magistral",
                     loss_aggregation="prompt_mean", zero_variance_filter=True, retire_pass_rate=0.9, fp32_lm_head=True,
                     kl_coef=0.0),
