@@ -1,7 +1,7 @@
 """Chapter 9's two GRPO runs over paired seeds: one pass per batch at β = 0 against four passes at β = 0.04.
 
-Setting (every run): chapter 9's supervised model (2-digit addition, ``SFTConfig`` defaults at the
-small size, model seed 0, loaded from or saved to ``runs/checkpoints/ch08_sft`` as the chapter does),
+Setting (every run): chapter 9's supervised model (2-digit addition, ``SFTConfig(num_steps=800)``,
+model seed 0, loaded from or saved to ``runs/checkpoints/ch08_sft`` as the chapter does),
 then ``rl.train_grpo`` for 30 steps of 64 prompts × G = 8 with one torch thread, under two configurations:
 
   mu1_b0:    ``GRPOConfig(num_steps=30, seed=s)`` (μ = 1, β = 0: the chapter's main run, cut to 30 steps)
@@ -43,7 +43,7 @@ def main(argv=None) -> dict:
     torch.set_num_threads(1)  # as chapter 9: the chapter's seed-0 runs are reproduced bit for bit
 
     task, tok = rl.lm.AdditionTask(num_digits=2, held_out_fraction=0.1, seed=0), rl.lm.build_char_tokenizer()
-    sft_config = rl.lm.SFTConfig(num_steps=rl.lm.SFTConfig.num_steps, seed=0)
+    sft_config = rl.lm.SFTConfig(num_steps=800, seed=0)  # chapters 8 and 9
     sft_model, _, loaded = rl.lm.load_or_train_sft(tok, task, sft_config, progress=False,
                                                    checkpoint=rl.runs_dir() / "checkpoints" / "ch08_sft")
     print("supervised model:", "loaded" if loaded else "trained", flush=True)

@@ -332,12 +332,12 @@ fig.tight_layout(rect=(0, 0.1, 1, 1));
 # This is chapter 8's model, with chapter 8's settings. If chapter 8 has run on this machine, its
 # checkpoint in `runs/checkpoints/ch08_sft/` carries a fingerprint of everything that decided its
 # weights, and `rl.lm.load_or_train_sft` loads it when the fingerprint matches ours; otherwise it trains
-# the same model here (about half a minute on a CPU). Either way, both chapters start from the same
+# the same model here (under a minute on a CPU). Either way, both chapters start from the same
 # weights, and the numbers below match chapter 8's.
 
 # %%
 task, tok = rl.lm.AdditionTask(num_digits=2, held_out_fraction=0.1, seed=0), rl.lm.build_char_tokenizer()
-sft_config = rl.lm.SFTConfig(num_steps=rl.by_size(small=rl.lm.SFTConfig.num_steps, full=2000), seed=0)
+sft_config = rl.lm.SFTConfig(num_steps=rl.by_size(small=800, full=2000), seed=0)  # chapter 8's settings
 SFT_CHECKPOINT = rl.runs_dir() / "checkpoints" / "ch08_sft"
 policy, _, loaded = rl.lm.load_or_train_sft(tok, task, sft_config, checkpoint=SFT_CHECKPOINT)
 print("supervised model:", "loaded from chapter 8's checkpoint" if loaded else "trained here (no matching checkpoint)")
