@@ -31,6 +31,8 @@ import rlbook as rl
 from rlbook.widgets.clip_explorer import plot_clip_objective
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 torch.set_num_threads(1)
 SIZE = rl.get_size()
 DEVICE = rl.get_device("cpu")  # CartPole-sized networks are fastest on the CPU
@@ -373,8 +375,9 @@ rl.report_headline(f"PPO: CartPole rolling-20 return 475 after {steps_ppo:,} env
 # %% [markdown]
 # ## 7.6 Explore: the clip explorer
 #
-# Move $\varepsilon_{\text{low}}$, $\varepsilon_{\text{high}}$ and $\hat A$; the shaded region is where the
-# gradient is exactly zero. Switch to CISPO (MiniMax 2025, arXiv:2506.13585) to see a clipped *weight*
+# In a running notebook, or live with `rlbook explore clip`, move $\varepsilon_{\text{low}}$,
+# $\varepsilon_{\text{high}}$ and $\hat A$; the shaded region is where the gradient is exactly zero (on the
+# static web page the sliders are not connected to Python, so the figure stays as it was saved). Switch to CISPO (MiniMax 2025, arXiv:2506.13585) to see a clipped *weight*
 # that never switches the gradient off. The static figure beside it shows the asymmetric band of §7.3.
 
 # %%
