@@ -1,148 +1,419 @@
-"""GRPO step throughput: rlbook's train loop vs TRL's GRPOTrainer, same model, task and reward.
+"""GRPO step throughput: rlbook's ``train_grpo`` vs TRL's ``GRPOTrainer`` at its fastest CPU settings.
 
 Setting (both sides): the book's small GPT-2 (2 × 128, character vocabulary, freshly initialised,
 dropout 0), the addition task and its verifier, G = 8 completions per prompt, 64 completions per
-step, at most 8 new tokens, temperature 1, one optimisation pass per batch (μ = 1), β = 0, CPU.
-Each side runs ``--warmup`` untimed steps then ``--steps`` timed ones, twice, alternating (ours,
-TRL, ours, TRL); each side's faster run is kept (the machine is shared, so load drifts).
+step (8 prompts × 8), at most 8 new tokens, temperature 1, one optimisation pass per batch (μ = 1),
+β = 0, AdamW (fused, no weight decay, lr 1e-4), gradient clipping at 1.0, float32, CPU.
 
-Where our step saves time (all exact: the same samples, log-probs and gradients up to rounding):
-the sampler encodes each prompt once and shares its key/value cache among the G samples; a plain
-GPT-2 is decoded and scored through ``rl.lm.gpt2_forward`` (the model's arithmetic without the
-generic ``forward`` machinery, which dominates at this size); scoring also shares each prompt's
-prefix among its G completions and reuses the sampler's log-probs as log π_old; AdamW is fused.
+TRL is configured as a user would for speed on a CPU, from the book's config through
+``rlbook.bridge.to_trl_config`` plus: activation (gradient) checkpointing off, generation with the
+KV cache (``use_cache=True``), float32 (no bf16/fp16), the fused AdamW, no logging, evaluation,
+saving, progress bar or data-loader workers. Every TRL setting that matters is printed, read back
+from the trainer after it was built (so a default that TRL changes behind the argument shows up).
+TRL's defaults turn checkpointing on, and with transformers 5 a checkpointed model generates without
+a KV cache: not the comparison this benchmark makes (the settings line shows checkpointing off and
+the cache on, as read from the built trainer).
 
-Measured on an idle 2-core machine (torch 2.13 CPU, TRL 1.16, 20 timed steps, best of two runs
-each): 2 threads 1441 vs 628 completions/s (2.29x); 1 thread 1238 vs 485 (2.55x). Before the
-prefix sharing, the written-out GPT-2 forward and the fused AdamW the ratio was 1.4-1.7x.
+Method: each (side, thread count) runs in a fresh Python process: ``--warmup`` untimed steps, then
+``--steps`` timed ones; a step is measured from the end of one optimiser step to the end of the
+next, so it includes everything the loop does (TRL: data loader, callbacks, its metric
+bookkeeping; rlbook: the ``History`` log). ``--repeats`` rounds alternate the sides (rlbook, TRL,
+rlbook, TRL, ...) at 1 and 2 threads; the machine is shared, so each side's fastest round is kept
+and every round is printed.
 
-Prints completions/s and generated tokens/s for each and the ratio; the last line is one JSON
-object. TRL is optional (``pip install trl``); without it only our numbers are reported.
+Per-phase profile (ms per step and share of the step), from timers wrapped around the functions
+each side calls; the time of a nested timed call is not counted twice:
+
+* generation: sampling the completions and decoding them to text (rlbook ``sample_completions``;
+  TRL ``GRPOTrainer._generate``, which calls ``model.generate``);
+* reward: the verifier (rlbook ``_score``; TRL ``_calculate_rewards``);
+* scoring: log-probs of π_old / π_ref without gradient (none on either side at μ = 1, β = 0: both
+  reuse the sampled batch's own log-probs, rlbook the sampler's, TRL the detached training ones);
+* forward: the policy's log-probs with gradient (rlbook ``completion_log_probs``; TRL
+  ``_get_per_token_logps_and_entropies``);
+* loss: the clipped surrogate and its aggregation (rlbook ``grpo_microbatch_train_step``; TRL
+  ``compute_loss``), without the forward and backward inside them;
+* backward: ``Tensor.backward``; optimiser: ``clip_grad_norm_`` and ``AdamW.step``;
+* rest: the step's wall time minus the above — Python between the phases (batching, padding,
+  advantages, metrics, the trainer loop and its callbacks).
+
+Where the time goes (1 thread, CPU time per step, which a loaded machine inflates far less than wall
+time; 2-core Xeon, torch 2.13, transformers 5.24, TRL 1.16, 2026-11-25; the printed profile gives
+the same shares in wall time):
+
+    phase        rlbook   TRL    TRL/rlbook   why
+    generation   13–15    28     ~2×          TRL: ``model.generate`` over 64 rows, every prompt encoded
+                                              8 times, generic cache and logits-processor machinery;
+                                              rlbook: each prompt once per group, a preallocated cache
+    forward       8–9     15     ~1.8×        TRL feeds prompt + completion for all 64 rows (64 × 15
+                                              positions); rlbook the 8 prompts once, then the
+                                              completions after their shared prefix (8 × 7 + 64 × 7)
+    backward     11–13    20     ~1.6×        the same positions, twice the arithmetic
+    optimiser     1.5      1.6                fused AdamW and clipping on both sides
+    rest          2        5                  TRL's trainer loop, padding, metrics; rlbook's metrics
+    step         38–42    70     1.7–2.0×
+
+Why the ratio stops near 2×: both sides run eager PyTorch on the same matrix shapes, and at 64
+completions per step the matrix products are a large part of each phase, so the ratio follows the
+number of token positions each side pushes through the model per step. Counting a backward as two
+forwards: rlbook samples 8·7 + 7·64 = 504 positions and trains on 504 (forward) + 1008 (backward)
+= 2016; TRL samples 64·7 + 7·64 = 896 and trains on 960 + 1920, 3776 in all, 1.87× more. The
+measured ratio is that work ratio; 3× would need rlbook to be 1.6× cheaper per position than TRL's
+own eager code, or to skip work it now does. Tried and not kept (each also changes float rounding,
+so seeded runs would no longer repeat the recorded ones): the attention written out instead of
+SDPA's CPU flash kernel (forward/backward 8.8/11.9 ms vs 8.2/11.3: no faster); ``torch.compile`` of
+the scorer (7.9/11.4 vs 9.2/12.6 ms, ~10 %, after 142 s of compilation). Not tried, and both
+would change results: not feeding the positions after EOS (~20 % of the training positions here),
+or backpropagating through the sampler's own forward when μ = 1 (no training forward; the backward
+then runs through eight one-token steps). At the book's recipe batch (``--prompts 64``, 512
+completions per step) the ratio is the same: 252 vs 503 CPU ms per step (2.0×).
+
+Two threads: with other processes running on the 2 cores, each torch operation waits for both of
+its threads to be scheduled, and both sides slow down ~10× (at a 1-minute load of 10–13: rlbook 48,
+TRL 27 completions/s); the script says so when the load average shows it. Compare 2-thread numbers
+only from a quiet machine, and read the CPU-time ratio beside the wall-time one.
+
+Prints versions, settings, a table of completions/s (and generated tokens/s) for both sides at each
+thread count with the ratio, and the per-phase profile; the last line is one JSON object. TRL is
+optional (``pip install "rlbook[trl]"``); without it only rlbook's numbers are reported.
 
 Usage:
-    python benchmarks/grpo_throughput.py [--steps 20] [--warmup 3] [--threads 2]
+    python benchmarks/grpo_throughput.py [--steps 20] [--warmup 3] [--threads 1 2] [--repeats 3] [--prompts 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
 import time
+from collections import defaultdict
 
-import torch
+G, MAX_NEW, LR = 8, 8, 1e-4
+PROMPTS = 8  # prompts per step (``--prompts``); G completions each
+PHASES = ("generation", "reward", "scoring", "forward", "loss", "backward", "optimiser", "rest")
 
-import rlbook as rl
-from rlbook.algos.grpo import GRPOConfig, grpo_step, grpo_optimizer
-from rlbook.lm.tokenizer import forbidden_token_ids
 
-G, COMPLETIONS, MAX_NEW = 8, 64, 8
+class PhaseClock:
+    """Exclusive wall time per phase: a timed call nested in another is charged to its own phase only."""
+
+    def __init__(self):
+        self.totals, self.stack, self.on = defaultdict(float), [], False
+
+    def wrap(self, fn, phase):
+        """``fn`` timed under ``phase`` (a name, or a callable returning one at call time)."""
+
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            name = phase() if callable(phase) else phase
+            self.stack.append(0.0)
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                inner = self.stack.pop()
+                if self.on:
+                    self.totals[name] += elapsed - inner
+                if self.stack:
+                    self.stack[-1] += elapsed
+
+        return timed
+
+
+def _grad_phase():
+    import torch
+
+    return "forward" if torch.is_grad_enabled() else "scoring"
+
+
+def _patch_common(clock):
+    """Timers on what both sides call: Tensor.backward, clip_grad_norm_, AdamW.step."""
+    import torch
+
+    torch.Tensor.backward = clock.wrap(torch.Tensor.backward, "backward")
+    torch.nn.utils.clip_grad_norm_ = clock.wrap(torch.nn.utils.clip_grad_norm_, "optimiser")
+    torch.optim.AdamW.step = clock.wrap(torch.optim.AdamW.step, "optimiser")
+
+
+def book_config():
+    import rlbook as rl
+
+    return rl.GRPOConfig(group_size=G, prompts_per_step=PROMPTS, max_new_tokens=MAX_NEW, lr=LR,
+                         advantage_std="sample", log_ref_kl=False, device="cpu", seed=0)
 
 
 def setup(seed: int = 0):
+    import rlbook as rl
+
     task, tok = rl.lm.AdditionTask(), rl.lm.build_char_tokenizer()
     policy = rl.lm.build_policy(rl.lm.policy_config(tok, size="small"), seed=seed, device="cpu")
     return task, tok, policy
 
 
 def run_ours(steps: int, warmup: int) -> dict:
-    """Time ``steps`` calls of our GRPO step; return completions/s and tokens/s."""
+    """``rl.train_grpo`` for warmup + steps steps; time the last ``steps`` (end of step to end of step)."""
+    import dataclasses
+
+    import rlbook as rl
+    import rlbook.algos.grpo as grpo
+    import rlbook.algos.grpo_rollouts as rollouts
+
+    clock, ends = PhaseClock(), []
+    _patch_common(clock)
+    rollouts.sample_completions = clock.wrap(rollouts.sample_completions, "generation")
+    rollouts._score = clock.wrap(rollouts._score, "reward")
+    grpo.completion_log_probs = clock.wrap(grpo.completion_log_probs, _grad_phase)
+    grpo.grpo_microbatch_train_step = clock.wrap(grpo.grpo_microbatch_train_step, "loss")
+    step = grpo.grpo_step
+
+    def stamped(*args, **kwargs):
+        out = step(*args, **kwargs)
+        ends.append((time.perf_counter(), time.process_time()))
+        clock.on = len(ends) >= warmup  # phases of the timed steps only
+        return out
+
+    grpo.grpo_step = stamped
+    made = []
+    make_optimizer = grpo.grpo_optimizer
+
+    def recorded(*args, **kwargs):
+        made.append(make_optimizer(*args, **kwargs))
+        return made[-1]
+
+    grpo.grpo_optimizer = recorded
     task, tok, policy = setup()
-    config = GRPOConfig(group_size=G, prompts_per_step=COMPLETIONS // G, max_new_tokens=MAX_NEW, lr=1e-4,
-                        log_ref_kl=False, device="cpu")
-    opt = grpo_optimizer(policy, config)
-    gen, forbidden = torch.Generator().manual_seed(0), forbidden_token_ids(tok)
-    tokens, start = 0.0, None
-    for i in range(warmup + steps):
-        if i == warmup:
-            start, tokens = time.perf_counter(), 0.0
-        metrics = grpo_step(policy, None, opt, tok, task, config, gen, forbidden)
-        tokens += float(metrics["completion_length"]) * COMPLETIONS
-    wall = time.perf_counter() - start
-    return {"completions_per_s": steps * COMPLETIONS / wall, "tokens_per_s": tokens / wall, "step_s": wall / steps}
+    config = dataclasses.replace(book_config(), num_steps=warmup + steps)
+    load = _load()
+    history = rl.train_grpo(policy, tok, task, config, progress=False)
+    lengths = [float(x) for x in history["completion_length"][warmup:]]
+    settings = {"sampler": "rl.lm.sample_completions (KV cache, prompt encoded once per group)",
+                "optimizer": type(made[0]).__name__ + (" fused" if made[0].defaults.get("fused") else ""),
+                "max_grad_norm": config.max_grad_norm, "loss": f"{config.per_token_loss} / {config.loss_aggregation}",
+                "advantages": f"{config.advantage_estimator} ({config.advantage_std} std)", "beta": config.kl_coef,
+                "mu": config.num_inner_epochs, "dtype": str(next(policy.parameters()).dtype)}
+    return _result(ends, warmup, steps, lengths, clock, settings, load)
 
 
-def run_trl(steps: int, warmup: int, tmp_dir: str) -> dict:
-    """Time ``steps`` optimiser steps of TRL's GRPOTrainer via a step-end callback."""
-    from datasets import Dataset
+def _result(ends, warmup, steps, lengths, clock, settings, load) -> dict:
+    import torch
+
+    wall = ends[-1][0] - ends[warmup - 1][0]
+    cpu = ends[-1][1] - ends[warmup - 1][1]
+    step_ms = 1000 * wall / steps
+    phases = {name: 1000 * clock.totals.get(name, 0.0) / steps for name in PHASES[:-1]}
+    phases["rest"] = step_ms - sum(phases.values())
+    mean_len = sum(lengths) / len(lengths)
+    completions = PROMPTS * G
+    return {"completions_per_s": steps * completions / wall, "tokens_per_s": steps * completions * mean_len / wall,
+            "step_ms": step_ms, "cpu_ms": 1000 * cpu / steps, "mean_length": mean_len, "load": f"{load} → {_load()}", "phases_ms": phases, "threads": torch.get_num_threads(),
+            "settings": settings}
+
+
+def run_trl(steps: int, warmup: int) -> dict:
+    """TRL's GRPOTrainer for warmup + steps optimiser steps; time the last ``steps``."""
+    import torch
     from transformers import TrainerCallback
-    from trl import GRPOConfig as TRLConfig
-    from trl import GRPOTrainer
 
+    from rlbook import bridge
+
+    clock, ends, lengths = PhaseClock(), [], []
+    _patch_common(clock)
     task, tok, policy = setup()
-    problems = task.sample_problems(COMPLETIONS // G * (warmup + steps + 2), torch.Generator().manual_seed(0))
-    data = Dataset.from_dict({"prompt": [tok.bos_token + p.prompt for p in problems]})
-
-    def reward(prompts, completions, **kwargs):  # TRL strips special tokens; the EOS was there
-        return [task.reward(p[len(tok.bos_token):], c + tok.eos_token) for p, c in zip(prompts, completions)]
-
-    stamps, lengths = [], []
+    config = book_config()
+    holder = {}
 
     class Clock(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            stamps.append(time.perf_counter())
+            ends.append((time.perf_counter(), time.process_time()))
+            clock.on = len(ends) >= warmup
+            lengths.append(holder["trainer"]._metrics["train"]["completions/mean_length"][-1])
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "completions/mean_length" in logs:
-                lengths.append(logs["completions/mean_length"])
+    total = warmup + steps
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = bridge.build_trl_trainer(
+            policy, tok, task, config, num_prompts=PROMPTS * (total + 2), output_dir=tmp,
+            max_steps=total,
+            # the fastest CPU settings a user would pick (the bridge already turns checkpointing off)
+            generation_kwargs={"use_cache": True}, optim="adamw_torch_fused", bf16=False, fp16=False,
+            logging_steps=total + 1, eval_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True,
+            log_completions=False, dataloader_num_workers=0, dataloader_pin_memory=False,
+        )
+        holder["trainer"] = trainer
+        trainer.add_callback(Clock())
+        from transformers.trainer_callback import PrinterCallback
 
-    args = TRLConfig(
-        output_dir=tmp_dir, per_device_train_batch_size=COMPLETIONS, num_generations=G, max_completion_length=MAX_NEW,
-        num_iterations=1, beta=0.0, learning_rate=1e-4, max_steps=warmup + steps, use_cpu=True, bf16=False,
-        logging_steps=1, report_to="none", save_strategy="no", disable_dropout=True, temperature=1.0,
-        dataloader_num_workers=0, seed=0,
-    )
-    trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=args, train_dataset=data, processing_class=tok,
-                          callbacks=[Clock()])
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+        trainer.remove_callback(PrinterCallback)
+        trainer._generate = clock.wrap(trainer._generate, "generation")
+        trainer._calculate_rewards = clock.wrap(trainer._calculate_rewards, "reward")
+        trainer._get_per_token_logps_and_entropies = clock.wrap(trainer._get_per_token_logps_and_entropies, _grad_phase)
+        trainer.compute_loss = clock.wrap(trainer.compute_loss, "loss")
+        load = _load()
+        trainer.train()
+        args, model = trainer.args, trainer.model
+        settings = {
+            "activation_checkpointing": bool(getattr(args, "activation_checkpointing", args.gradient_checkpointing)),
+            "model.is_gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
+            "generation use_cache": trainer.generation_config.use_cache,
+            "generation": f"do_sample={trainer.generation_config.do_sample}, top_k={trainer.generation_config.top_k}, "
+                          f"top_p={trainer.generation_config.top_p}, temperature={trainer.generation_config.temperature}",
+            "optim": str(args.optim), "optimizer": type(getattr(trainer.optimizer, "optimizer", trainer.optimizer)).__name__
+            + (" fused" if getattr(trainer.optimizer, "defaults", {}).get("fused") else ""),
+            "max_grad_norm": args.max_grad_norm, "loss_type": args.loss_type, "scale_rewards": args.scale_rewards,
+            "beta": args.beta, "num_iterations": args.num_iterations, "steps_per_generation": args.steps_per_generation,
+            "per_device_train_batch_size": args.per_device_train_batch_size, "num_generations": args.num_generations,
+            "max_completion_length": args.max_completion_length, "bf16": args.bf16, "fp16": args.fp16,
+            "dtype": str(next(model.parameters()).dtype), "use_cpu": args.use_cpu, "torch_compile": args.torch_compile,
+            "logging_steps": args.logging_steps, "dataloader_num_workers": args.dataloader_num_workers,
+        }
+    return _result(ends, warmup, steps, lengths[warmup:], clock, settings, load)
 
-    for quiet in (PrinterCallback, ProgressCallback):  # keep the benchmark's output readable
-        trainer.remove_callback(quiet)
-    trainer.train()
-    wall = stamps[-1] - stamps[warmup - 1] if warmup else stamps[-1] - stamps[0]
-    timed = steps if warmup else steps - 1
-    mean_len = sum(lengths[-timed:]) / max(1, len(lengths[-timed:])) if lengths else float(MAX_NEW)
-    return {"completions_per_s": timed * COMPLETIONS / wall, "tokens_per_s": timed * COMPLETIONS * mean_len / wall,
-            "step_s": wall / timed}
+
+def versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "trl", "accelerate", "datasets", "rlbook"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        return f"{names[0]} × {len(names)}" if names else platform.processor()
+    except OSError:
+        return platform.processor()
+
+
+def _load(all_three: bool = False) -> str:
+    """The 1-minute load average (with ``all_three``: the 1-, 5- and 15-minute ones)."""
+    try:
+        loads = os.getloadavg()
+    except OSError:
+        return "n/a"
+    return " ".join(f"{x:.2f}" for x in (loads if all_three else loads[:1]))
+
+
+def worker(side: str, threads: int, steps: int, warmup: int, prompts: int) -> None:
+    import torch
+
+    global PROMPTS
+    PROMPTS = prompts
+    torch.set_num_threads(threads)
+    result = (run_ours if side == "rlbook" else run_trl)(steps, warmup)
+    print("RESULT " + json.dumps(result))
+
+
+def _spawn(side: str, threads: int, steps: int, warmup: int) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--threads", str(threads),
+           "--steps", str(steps), "--warmup", str(warmup), "--prompts", str(PROMPTS)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               TOKENIZERS_PARALLELISM="false", TRANSFORMERS_VERBOSITY="error")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"{side} worker ({threads} threads) failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _phase_table(best: dict, threads: list[int], sides: list[str]) -> list[str]:
+    lines = []
+    for n in threads:
+        lines.append(f"\nPer-phase profile, {n} thread(s), fastest round (ms per step, share of the step):")
+        lines.append(f"  {'phase':11s}" + "".join(f"{s:>22s}" for s in sides) + ("   TRL / rlbook" if len(sides) > 1 else ""))
+        for phase in (*PHASES, "step"):
+            row = f"  {phase:11s}"
+            for s in sides:
+                r = best[(s, n)]
+                ms = r["step_ms"] if phase == "step" else r["phases_ms"][phase]
+                row += f"{ms:12.1f} ms {100 * ms / r['step_ms']:5.1f} %"
+            if len(sides) > 1:
+                a, b = (best[(s, n)]["step_ms"] if phase == "step" else best[(s, n)]["phases_ms"][phase] for s in sides)
+                row += f"{b / a:12.2f}x" if a > 0.05 else f"{'-':>13s}"
+            lines.append(row)
+    return lines
 
 
 def main() -> None:
+    global PROMPTS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per round")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (≥ 1)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch thread counts to measure")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds per side; the fastest is kept")
+    parser.add_argument("--prompts", type=int, default=PROMPTS,
+                        help=f"prompts per step, G={G} completions each (the book's recipe uses 64)")
+    parser.add_argument("--worker", choices=["rlbook", "trl"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"GRPO step: {COMPLETIONS} completions ({COMPLETIONS // G} prompts × G={G}), ≤{MAX_NEW} new tokens, "
-          f"μ=1, CPU, {args.threads} thread(s), {args.steps} timed steps")
-    ours = run_ours(args.steps, args.warmup)
-    result = {"ours_completions_per_s": round(ours["completions_per_s"], 1)}
+    if min(args.warmup, args.steps, args.repeats, args.prompts, *args.threads) < 1:
+        raise ValueError("`--steps`, `--warmup`, `--repeats`, `--prompts` and `--threads` must be ≥ 1")
+    if args.worker:
+        worker(args.worker, args.threads[0], args.steps, args.warmup, args.prompts)
+        return
+    PROMPTS = args.prompts
+    vers = versions()
+    sides = ["rlbook"]
     try:
-        import trl
-    except ImportError:
-        print("TRL is not installed (pip install trl): reporting rlbook only")
-        trl_res = None
+        import accelerate  # noqa: F401
+        import datasets  # noqa: F401
+        import trl  # noqa: F401
+    except ImportError as err:
+        print(f"TRL, datasets or accelerate is not installed ({err}; pip install \"rlbook[trl]\"): reporting rlbook only")
     else:
-        import tempfile
-
-        def best(a, b):
-            return a if a["completions_per_s"] >= b["completions_per_s"] else b
-
-        with tempfile.TemporaryDirectory() as tmp:  # ours, TRL, ours, TRL: the load drifts, keep each side's best
-            trl_res = run_trl(args.steps, args.warmup, tmp)
-            ours = best(ours, run_ours(args.steps, args.warmup))
-            trl_res = best(trl_res, run_trl(args.steps, args.warmup, tmp))
-        result["ours_completions_per_s"] = round(ours["completions_per_s"], 1)
-    print(f"rlbook : {ours['completions_per_s']:8.1f} completions/s  {ours['tokens_per_s']:9.1f} tokens/s  "
-          f"({ours['step_s'] * 1000:.0f} ms/step)")
-    if trl_res is not None:
-        ratio = ours["completions_per_s"] / trl_res["completions_per_s"]
-        print(f"TRL {trl.__version__}: {trl_res['completions_per_s']:8.1f} completions/s  "
-              f"{trl_res['tokens_per_s']:9.1f} tokens/s  ({trl_res['step_s'] * 1000:.0f} ms/step)")
-        print(f"ratio rlbook / TRL: {ratio:.2f}x")
-        result.update(trl_completions_per_s=round(trl_res["completions_per_s"], 1), ratio=round(ratio, 2),
-                      trl_version=trl.__version__)
-    else:
-        result.update(trl_completions_per_s=None, ratio=None)
+        sides.append("trl")
+    print(f"GRPO step: {PROMPTS * G} completions ({PROMPTS} prompts × G={G}), ≤{MAX_NEW} new tokens, μ=1, β=0, "
+          f"lr {LR}, float32, CPU; {args.warmup} warm-up + {args.steps} timed steps, {args.repeats} round(s) per side")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()))
+    print(f"CPU: {_cpu()}; load average (1, 5, 15 min) at start: {_load(True)}")
+    runs = defaultdict(list)
+    for _ in range(args.repeats):
+        for n in args.threads:
+            for side in sides:
+                runs[(side, n)].append(_spawn(side, n, args.steps, args.warmup))
+    best = {key: max(rs, key=lambda r: r["completions_per_s"]) for key, rs in runs.items()}
+    print(f"load average (1, 5, 15 min) at end: {_load(True)}")
+    for side in sides:
+        print(f"\n{side} settings: " + "; ".join(f"{k}={v}" for k, v in best[(side, args.threads[0])]["settings"].items()))
+    print("\nthreads  side     completions/s  (each round)        tokens/s   ms/step  CPU ms/step  mean length  load (1-min avg)")
+    for n in args.threads:
+        for side in sides:
+            r = best[(side, n)]
+            rounds = ", ".join(f"{x['completions_per_s']:.0f}" for x in runs[(side, n)])
+            print(f"{n:7d}  {side:7s} {r['completions_per_s']:13.1f}  ({rounds:18s}) {r['tokens_per_s']:9.1f} "
+                  f"{r['step_ms']:9.1f} {r['cpu_ms']:12.1f} {r['mean_length']:12.2f}  {r['load']}")
+        if "trl" in sides:
+            ratio = best[("rlbook", n)]["completions_per_s"] / best[("trl", n)]["completions_per_s"]
+            by_cpu = min(r["cpu_ms"] for r in runs[("trl", n)]) / min(r["cpu_ms"] for r in runs[("rlbook", n)])
+            print(f"{n:7d}  ratio rlbook / TRL: {ratio:.2f}x  (by CPU time per step: {by_cpu:.2f}x)")
+    cores = os.cpu_count() or 1
+    busy = [float(x) for rs in runs.values() for r in rs for x in r["load"].split(" → ") if x != "n/a"] or [0.0]
+    if max(args.threads) > 1 and max(busy) > cores - max(args.threads) + 0.5:
+        print(f"note: 1-min load averages up to {max(busy):.1f} on {cores} cores: runs at {max(args.threads)} threads "
+              "shared their cores with other processes (OpenMP threads then wait on each other), so their numbers "
+              "are low for both sides and the ratio is less reliable than at 1 thread")
+    for line in _phase_table(best, args.threads, sides):
+        print(line)
+    result = {"versions": vers, "prompts": PROMPTS, "group_size": G, "steps": args.steps, "warmup": args.warmup,
+              "repeats": args.repeats}
+    for n in args.threads:
+        result[f"rlbook_completions_per_s_{n}t"] = round(best[("rlbook", n)]["completions_per_s"], 1)
+        result[f"rlbook_phases_ms_{n}t"] = {k: round(v, 2) for k, v in best[("rlbook", n)]["phases_ms"].items()}
+        if "trl" in sides:
+            result[f"trl_completions_per_s_{n}t"] = round(best[("trl", n)]["completions_per_s"], 1)
+            result[f"trl_phases_ms_{n}t"] = {k: round(v, 2) for k, v in best[("trl", n)]["phases_ms"].items()}
+            result[f"ratio_{n}t"] = round(best[("rlbook", n)]["completions_per_s"] / best[("trl", n)]["completions_per_s"], 2)
+            result[f"ratio_cpu_time_{n}t"] = round(min(r["cpu_ms"] for r in runs[("trl", n)])
+                                                   / min(r["cpu_ms"] for r in runs[("rlbook", n)]), 2)
     print(json.dumps(result))
 
 
