@@ -3,6 +3,7 @@
     rlbook explore                 # all five explorers on one page, one after another
     rlbook explore clip            # one: clip | advantage | kl | gae | trust-region
     rlbook explore gae --port 8870 --no-browser
+    rlbook explore --max-kernels 30 --idle-timeout 600   # a classroom: 30 pages at once
 
 How it works. Nothing outside the installed ``rlbook`` package is needed, so the command works from
 any folder after ``pip install 'rlbook[explore]'``. At start it writes, into a fresh temporary folder:
@@ -27,7 +28,14 @@ as a "⚠ ..." message). Voilà starts a kernel per page load and executes the c
 move then runs in that live kernel. Ctrl-C (or SIGTERM) stops Voilà, which shuts its kernels down;
 the temporary folder is removed.
 
-The browser tests in ``tests/browser/test_explorers.py`` start this command and drive the page.
+Kernels cannot pile up (:mod:`rlbook.explore_kernels`, copied beside the app and configured by
+``config/voila.py`` and the command line): closing or reloading a page shuts its kernel down (the
+page's request now carries its ``_xsrf`` cookie); a kernel no page is connected to is shut down after
+``--idle-timeout`` idle seconds (Jupyter Server's culling); and past ``--max-kernels`` pages a visitor
+gets a page saying so instead of another ~300 MB kernel.
+
+The browser tests in ``tests/browser/test_explorers.py`` start this command and drive the page;
+``tests/browser/test_explore_server.py`` loads and closes it ten times and counts the kernels.
 """
 
 from __future__ import annotations
@@ -54,7 +62,16 @@ _INLINE = "module://matplotlib_inline.backend_inline"
 # installed beside Voilà (nbgrader's, jupytext's, ...) fail to load in its page
 WIDGET_EXTENSIONS = ("@jupyter-widgets/jupyterlab-manager", "@voila-dashboards/widgets-manager8",
                      "@voila-dashboards/widgets-manager7")
-_CDN = "://cdn."  # Voilà's lab/base templates link Font Awesome from cdn.jsdelivr.net
+_CDN = "://cdn."
+# explore_kernels.py is copied beside the app as this module, so that the Voilà process imports it
+# without importing the ``rlbook`` package (torch: ~200 MB more in the server)
+KERNELS_MODULE = "rlbook_explore_kernels"
+KERNEL_MANAGER = f"{KERNELS_MODULE}.BoundedKernelManager"
+MAX_KERNELS = 8  # explorer pages (kernels, ~300 MB each) alive at once
+IDLE_TIMEOUT = 300  # s: a kernel no page is connected to is shut down after this long idle
+# config/voila.py, read by Voilà (--Voila.config_file_paths): the hook that lets a closing page shut its kernel down
+VOILA_CONFIG = (f"from {KERNELS_MODULE} import set_xsrf_cookie\n"
+                "c.VoilaConfiguration.prelaunch_hook = set_xsrf_cookie\n")  # Voilà's lab/base templates link Font Awesome from cdn.jsdelivr.net
 
 
 def explorer_names() -> list[str]:
@@ -142,6 +159,9 @@ def _write_template(share: Path) -> None:
     page = (lab / "page.html").read_text().replace("voila/templates/base/page.html",
                                                    f"voila/templates/{TEMPLATE_NAME}/base_page.html")
     (out / "page.html").write_text(_strip_cdn(page))
+    # error pages (e.g. past --max-kernels) also show the error's message, not only its heading
+    (out / "error.html").write_text('{% extends "voila/templates/lab/error.html" %}\n{% block error_detail %}'
+                                    '<p class="rlbook-error-detail">{{ message }}</p>{% endblock %}\n')
 
 
 def _write_kernelspec(share: Path) -> None:
@@ -158,7 +178,8 @@ def write_app(folder: Path, names: list[str]) -> Path:
     """Write the app notebook, its kernelspec and its Voilà template into ``folder``.
 
     Returns:
-        the notebook's path; ``folder / "share"`` must go first on ``JUPYTER_PATH``.
+        the notebook's path; ``folder / "share"`` must go first on ``JUPYTER_PATH`` and
+        ``folder / "py"`` on ``PYTHONPATH``.
     """
     folder = Path(folder)
     share = folder / "share"
@@ -167,14 +188,38 @@ def write_app(folder: Path, names: list[str]) -> Path:
     stem = "rlbook-explorers" if len(names) > 1 else f"rlbook-{names[0]}"
     path = folder / f"{stem}.ipynb"
     nbformat.write(explorer_notebook(names), path)
+    # not in the working folder: ``python -m voila`` would import it as the package
+    (folder / "config").mkdir()
+    (folder / "config" / "voila.py").write_text(VOILA_CONFIG)
+    (folder / "py").mkdir()
+    shutil.copyfile(Path(__file__).with_name("explore_kernels.py"), folder / "py" / f"{KERNELS_MODULE}.py")
     return path
 
 
-def voila_command(notebook: Path, port: int | None, open_browser: bool) -> list[str]:
-    """The ``python -m voila`` command line serving ``notebook`` on 127.0.0.1."""
+def voila_command(notebook: Path, port: int | None, open_browser: bool, max_kernels: int = MAX_KERNELS,
+                  idle_timeout: int = IDLE_TIMEOUT) -> list[str]:
+    """The ``python -m voila`` command line serving ``notebook`` on 127.0.0.1.
+
+    Kernels: at most ``max_kernels`` at once (:class:`rlbook.explore_kernels.BoundedKernelManager`),
+    and one that no page is connected to is shut down after ``idle_timeout`` idle seconds (Jupyter
+    Server's culling, checked every ``idle_timeout / 2`` s, at most every 30 s).
+
+    Raises:
+        ValueError: ``max_kernels`` < 1 or ``idle_timeout`` < 1.
+    """
+    if max_kernels < 1:
+        raise ValueError(f"`max_kernels` must be >= 1, got {max_kernels}")
+    if idle_timeout < 1:
+        raise ValueError(f"`idle_timeout` must be >= 1 s, got {idle_timeout}")
     cmd = [sys.executable, "-m", "voila", str(notebook), f"--template={TEMPLATE_NAME}", "--theme=light",
            "--strip_sources=True", "--show_tracebacks=False", "--Voila.ip=127.0.0.1", "--Voila.token="]
     cmd += [f"--VoilaConfiguration.extension_allowlist={x}" for x in WIDGET_EXTENSIONS]
+    cmd += [f"--Voila.config_file_paths={Path(notebook).parent / 'config'}",
+            f"--VoilaConfiguration.multi_kernel_manager_class={KERNEL_MANAGER}",
+            f"--BoundedKernelManager.max_kernels={max_kernels}",
+            f"--MappingKernelManager.cull_idle_timeout={idle_timeout}",
+            f"--MappingKernelManager.cull_interval={max(1, min(30, idle_timeout // 2))}",
+            "--MappingKernelManager.cull_connected=False"]
     if port is not None:
         cmd += [f"--port={port}", "--Voila.port_retries=0"]
     if not open_browser:
@@ -192,6 +237,9 @@ def _run(args) -> int:
     if args.name and args.name not in valid:
         print(f"rlbook explore: unknown explorer {args.name!r}; choose from: {', '.join(valid)}", file=sys.stderr)
         return 2
+    if args.max_kernels < 1 or args.idle_timeout < 1:
+        print("rlbook explore: --max-kernels and --idle-timeout must be >= 1", file=sys.stderr)
+        return 2
     if importlib.util.find_spec("voila") is None:
         print("rlbook explore needs Voilà: pip install 'rlbook[explore]'", file=sys.stderr)
         return 1
@@ -201,9 +249,11 @@ def _run(args) -> int:
     try:
         notebook = write_app(tmp, names)
         env = dict(os.environ)
-        env["JUPYTER_PATH"] = os.pathsep.join([str(tmp / "share"), *filter(None, [env.get("JUPYTER_PATH")])])
+        for var, sub in (("JUPYTER_PATH", "share"), ("PYTHONPATH", "py")):
+            env[var] = os.pathsep.join([str(tmp / sub), *filter(None, [env.get(var)])])
         print(f"rlbook explore: starting Voilà for {', '.join(names)} (Ctrl-C stops it)", flush=True)
-        proc = subprocess.Popen(voila_command(notebook, args.port, not args.no_browser), env=env, cwd=tmp)
+        cmd = voila_command(notebook, args.port, not args.no_browser, args.max_kernels, args.idle_timeout)
+        proc = subprocess.Popen(cmd, env=env, cwd=tmp)
         signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
         return proc.wait()
     except KeyboardInterrupt:  # Ctrl-C reached Voilà too: let it shut its kernels down
@@ -234,4 +284,8 @@ def add_subparser(sub) -> None:
     p.add_argument("name", nargs="?", metavar="NAME", help=f"one explorer ({names}); default: all on one page")
     p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: 8866, or the next free one)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser; print the address")
+    p.add_argument("--max-kernels", type=int, default=MAX_KERNELS, metavar="N",
+                   help=f"the most pages (one Python kernel each, ~300 MB) open at once (default {MAX_KERNELS})")
+    p.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT, metavar="S",
+                   help=f"shut a kernel down S seconds after its page went away without closing it (default {IDLE_TIMEOUT})")
     p.set_defaults(fn=_run)

@@ -6,6 +6,7 @@ The live app itself (Voilà in headless Chromium) is tested in ``tests/browser/t
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -118,6 +119,8 @@ def test_run_serves_a_temporary_app_and_removes_it(tmp_path, monkeypatch):
     assert cli.main(["explore", "kl", "--port", "8871", "--no-browser"]) == 0
     assert seen["existed"] and seen["env"]["JUPYTER_PATH"].split(os.pathsep)[0] == str(seen["cwd"] / "share")
     assert seen["cmd"][3] == str(seen["cwd"] / "rlbook-kl.ipynb") and "--port=8871" in seen["cmd"]
+    assert seen["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(seen["cwd"] / "py")
+    assert f"--BoundedKernelManager.max_kernels={explore.MAX_KERNELS}" in seen["cmd"]
     assert not seen["cwd"].exists()
 
 
@@ -126,3 +129,91 @@ def test_missing_voila_is_explained(monkeypatch, capsys):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "voila" else real(name, *a))
     assert cli.main(["explore", "clip"]) == 1
     assert "pip install 'rlbook[explore]'" in capsys.readouterr().err
+
+
+def test_voila_command_bounds_and_culls_kernels(tmp_path):
+    cmd = explore.voila_command(tmp_path / "a.ipynb", None, open_browser=False, max_kernels=3, idle_timeout=120)
+    for arg in ("--VoilaConfiguration.multi_kernel_manager_class=rlbook_explore_kernels.BoundedKernelManager",
+                "--BoundedKernelManager.max_kernels=3", "--MappingKernelManager.cull_idle_timeout=120",
+                "--MappingKernelManager.cull_interval=30", "--MappingKernelManager.cull_connected=False",
+                f"--Voila.config_file_paths={tmp_path / 'config'}"):
+        assert arg in cmd
+    assert "--MappingKernelManager.cull_interval=5" in explore.voila_command(tmp_path / "a.ipynb", None, False, 3, 10)
+    for bad in ({"max_kernels": 0}, {"idle_timeout": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            explore.voila_command(tmp_path / "a.ipynb", None, False, **bad)
+
+
+def test_cli_refuses_a_nonsense_kernel_bound(capsys):
+    assert cli.main(["explore", "kl", "--max-kernels", "0"]) == 2
+    assert "--max-kernels" in capsys.readouterr().err
+
+
+@needs_voila
+def test_server_module_is_copied_and_imports_without_torch(tmp_path):
+    """Voilà imports the copied kernel manager and hook without loading ``rlbook`` (torch) into the server."""
+    explore.write_app(tmp_path, ["kl"])
+    config = (tmp_path / "config" / "voila.py").read_text()
+    assert "c.VoilaConfiguration.prelaunch_hook = set_xsrf_cookie" in config
+    assert not (tmp_path / "voila.py").exists()  # `python -m voila` would import it as the package
+    code = ("import sys, rlbook_explore_kernels as k; assert k.BoundedKernelManager and k.set_xsrf_cookie; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rlbook', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(tmp_path / "py")))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+@needs_voila
+def test_kernel_manager_refuses_past_the_limit_even_when_loads_overlap():
+    """Two page loads at once with one slot: the second is refused (503, the readable message),
+    although the first kernel has not finished starting when the second asks."""
+    import asyncio
+
+    from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+    from tornado import web
+
+    from rlbook import explore_kernels as ek
+
+    started = []
+
+    async def slow_start(self, *, kernel_id=None, **kwargs):
+        await asyncio.sleep(0.05)
+        started.append(kernel_id)
+        return kernel_id
+
+    async def two_loads():
+        km = ek.BoundedKernelManager(max_kernels=1)
+        km.cull_idle_timeout = 300
+        results = await asyncio.gather(km.start_kernel(), km.start_kernel(), return_exceptions=True)
+        return km, results
+
+    original = AsyncMappingKernelManager.start_kernel
+    AsyncMappingKernelManager.start_kernel = slow_start
+    try:
+        km, results = asyncio.run(two_loads())
+    finally:
+        AsyncMappingKernelManager.start_kernel = original
+    ok = [r for r in results if isinstance(r, str)]
+    refused = [r for r in results if isinstance(r, web.HTTPError)]
+    assert len(ok) == 1 and len(refused) == 1 and started == ok
+    assert refused[0].status_code == 503 and refused[0].reason == ek.LIMIT_REASON
+    assert refused[0].log_message == ek.limit_message(1, 300)
+    assert "1 explorer page is open already" in refused[0].log_message and "--max-kernels" in refused[0].log_message
+    assert km._starting == set()  # the reservation is released
+
+
+@needs_voila
+def test_xsrf_hook_sets_the_cookie_the_page_sends_back():
+    from rlbook import explore_kernels as ek
+
+    class Handler:
+        touched = False
+
+        @property
+        def xsrf_token(self):
+            Handler.touched = True
+            return b"token"
+
+    assert ek.set_xsrf_cookie(Handler(), notebook=object(), cwd="/") is None
+    assert Handler.touched

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -13,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 __all__ = ["CHROMIUM_ARGS", "NO_CHROMIUM", "OfflinePage", "find_chromium", "free_port", "is_local",
-           "open_offline_page", "wait_for_http"]
+           "descendants", "open_offline_page", "stop_server", "wait_for_http"]
 
 NO_CHROMIUM = (
     "no Chromium found: install it with `apt-get install chromium` (Debian/Ubuntu) "
@@ -125,3 +127,65 @@ def wait_for_http(url: str, timeout: float = 60.0, proc=None) -> None:
             last = e
         time.sleep(0.25)
     raise TimeoutError(f"{url} did not answer within {timeout:.0f} s (last error: {last})")
+
+
+def descendants(pid: int) -> list:
+    """The live descendants (``psutil.Process``) of process ``pid``: for a server, Voilà and its kernels.
+
+    (Kernels are not in the server's process group or session: jupyter_client starts each in a
+    session of its own, so neither ``killpg`` nor a session id reaches them; the process tree does.)
+    """
+    import psutil
+
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [p for p in found if _alive(p)]
+
+
+def _alive(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def stop_server(proc, timeout: float = 30.0) -> list[str]:
+    """Stop a server the way a user does (SIGTERM to its own pid only), then clean up after it.
+
+    Returns:
+        the command lines of the server's descendants (taken just before the signal) still alive
+        ``timeout`` s after the server itself exited: what a user's Ctrl-C or ``kill`` would leave
+        running. These, and the server's process group, are then killed, so that a failing test
+        leaves nothing behind either.
+    """
+    tree = descendants(proc.pid)
+    leftovers: list[str] = []
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while any(_alive(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        leftovers = [" ".join(p.cmdline()[:4]) for p in tree if _alive(p)]
+    except subprocess.TimeoutExpired:
+        leftovers = [f"the server itself (pid {proc.pid}) did not exit within {timeout:.0f} s of SIGTERM"]
+    for p in tree:
+        if _alive(p):
+            try:
+                p.kill()
+            except Exception:  # noqa: BLE001  (gone meanwhile)
+                pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            continue
+    return leftovers

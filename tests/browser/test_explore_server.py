@@ -1,0 +1,170 @@
+"""``rlbook explore`` cannot leak: kernels end with their pages, and their number is bounded.
+
+One ``rlbook explore kl --max-kernels 2 --idle-timeout 20`` server, driven by headless Chromium
+offline. Kernels are counted as the server's ``ipykernel_launcher`` descendants, memory as resident
+set sizes (psutil), so nothing here trusts Voilà's own bookkeeping. The tests, in order:
+
+* ten loads of the page, each closed as a tab is (``beforeunload`` runs): during a load one kernel
+  is alive, after each close none within 10 s (half the idle timeout: it is the page's shutdown
+  request that ends it, not culling), and the Voilà server's RSS grows by less than 60 MB over the
+  ten (a kernel is ~300 MB; before the fix, ten loads left ten kernels, 3.0 GB);
+* a page that goes away without its shutdown request (``beforeunload`` skipped, as when a tab
+  crashes) keeps its kernel past the close, and culling ends it within the idle timeout + 25 s;
+* past ``--max-kernels`` a third page shows the readable limit message (HTTP 503) and starts no
+  kernel; after one page is closed, a reload works;
+* SIGTERM to the ``rlbook explore`` process alone (a user's Ctrl-C or ``kill``) leaves none of its
+  descendants running (the kernels sit in sessions of their own, which a process-group kill misses).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ._util import free_port, open_offline_page, descendants, stop_server, wait_for_http
+
+psutil = pytest.importorskip("psutil")
+
+MAX_KERNELS = 2
+IDLE_TIMEOUT = 20  # s
+LOADS = 10
+CLOSE_TIMEOUT = 10  # s: the shutdown request's effect; < IDLE_TIMEOUT, so culling cannot pass for it
+CULL_SLACK = 25  # s: the cull interval (IDLE_TIMEOUT / 2) plus a loaded machine's delay
+RSS_GROWTH_MB = 60  # Voilà's own RSS growth allowed over LOADS loads
+LOAD_TIMEOUT = 120  # s: a kernel that imports torch and builds the explorer, on a busy machine
+
+
+@pytest.fixture(scope="module")
+def server(chromium_path, tmp_path_factory):
+    if importlib.util.find_spec("voila") is None:
+        pytest.skip("Voilà is not installed: pip install -e '.[explore]'")
+    if os.name != "posix":
+        pytest.skip("the server fixture uses POSIX sessions")
+    cwd = tmp_path_factory.mktemp("explore-server")
+    log_path = cwd / "voila.log"
+    port = free_port()
+    cmd = [sys.executable, "-m", "rlbook.cli", "explore", "kl", "--port", str(port), "--no-browser",
+           "--max-kernels", str(MAX_KERNELS), "--idle-timeout", str(IDLE_TIMEOUT)]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=dict(os.environ, MPLBACKEND="Agg"), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    proc.url, proc.log = f"http://127.0.0.1:{port}/", lambda: log_path.read_text(errors="replace")[-4000:]
+    try:
+        wait_for_http(proc.url + "voila/static/voila.js", LOAD_TIMEOUT, proc=proc)
+        yield proc
+    except (TimeoutError, RuntimeError) as e:
+        pytest.fail(f"rlbook explore did not start: {e}\n{proc.log()}")
+    finally:
+        stop_server(proc)
+
+
+def _kernels(proc) -> list:
+    return [p for p in descendants(proc.pid) if "ipykernel_launcher" in " ".join(_cmdline(p))]
+
+
+def _cmdline(p) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _voila_rss_mb(proc) -> float:
+    voila = [p for p in descendants(proc.pid) if "voila" in _cmdline(p)[:3]]
+    assert len(voila) == 1, f"expected one Voilà process, found {[_cmdline(p)[:3] for p in voila]}"
+    return voila[0].memory_info().rss / 2**20
+
+
+def _wait_kernels(proc, at_most: int, timeout: float) -> float:
+    """Seconds until at most ``at_most`` kernels are alive; AssertionError after ``timeout``."""
+    t0 = time.monotonic()
+    while len(_kernels(proc)) > at_most:
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"{len(_kernels(proc))} kernels alive {timeout:.0f} s after the close, "
+                                 f"expected <= {at_most}\n{proc.log()}")
+        time.sleep(0.25)
+    return time.monotonic() - t0
+
+
+def _load(browser, proc):
+    """A new offline page with the kl explorer rendered; returns ``(context, OfflinePage)``."""
+    context, op = open_offline_page(browser)
+    op.page.goto(proc.url, wait_until="commit", timeout=LOAD_TIMEOUT * 1000)
+    try:
+        op.page.wait_for_selector(".rlbook-explorer-kl .rlbook-figure img", timeout=LOAD_TIMEOUT * 1000)
+    except Exception as e:
+        text = op.page.inner_text("body")[:1500]
+        context.close()
+        raise AssertionError(f"the page did not render: {e}\n--- page ---\n{text}\n--- log ---\n{proc.log()}\n"
+                             f"console errors: {op.console_errors}, page errors: {op.page_errors}") from None
+    return context, op
+
+
+def test_ten_page_loads_leave_no_kernel_behind(browser, server):
+    rss, closes = [], []
+    for i in range(LOADS):
+        context, op = _load(browser, server)
+        assert len(_kernels(server)) == 1, f"load {i}: expected one kernel, found {len(_kernels(server))}"
+        assert op.external_requests == [] and op.page_errors == [], (op.external_requests, op.page_errors)
+        # a tab closed (the browser stays open): the page's beforeunload runs and sends its request
+        op.page.close(run_before_unload=True)
+        closes.append(_wait_kernels(server, 0, CLOSE_TIMEOUT))
+        context.close()
+        rss.append(_voila_rss_mb(server))
+    print(f"\n{LOADS} loads: kernels after each close 0; seconds to shut down "
+          f"{[round(c, 1) for c in closes]}; Voilà RSS MB {[round(r) for r in rss]}")
+    assert rss[-1] - rss[0] < RSS_GROWTH_MB, f"Voilà's RSS grew {rss[-1] - rss[0]:.0f} MB over {LOADS} loads: {rss}"
+    assert "'_xsrf' argument missing" not in server.log()
+
+
+def test_a_page_gone_without_notice_is_culled(browser, server):
+    context, op = _load(browser, server)
+    op.page.close(run_before_unload=False)  # no shutdown request: only culling can end the kernel
+    context.close()
+    time.sleep(3)
+    assert len(_kernels(server)) == 1, "the kernel ended at once: this test no longer isolates culling"
+    waited = 3 + _wait_kernels(server, 0, IDLE_TIMEOUT + CULL_SLACK)
+    print(f"\nculled {waited:.0f} s after the page went away (idle timeout {IDLE_TIMEOUT} s)")
+
+
+def test_past_the_limit_a_page_says_why_and_starts_no_kernel(browser, server):
+    opened = [_load(browser, server) for _ in range(MAX_KERNELS)]
+    assert len(_kernels(server)) == MAX_KERNELS
+    context, op = open_offline_page(browser)
+    response = op.page.goto(server.url, timeout=LOAD_TIMEOUT * 1000)
+    text = op.page.inner_text("body")
+    try:
+        assert response.status == 503, f"status {response.status}: {text[:500]}"
+        assert "Too many explorer pages open" in text, text[:1000]
+        assert f"{MAX_KERNELS} explorer pages are open already" in text and "--max-kernels" in text, text[:1000]
+        assert "Traceback" not in text
+        assert len(_kernels(server)) == MAX_KERNELS
+        first_context, first = opened.pop(0)
+        first.page.close(run_before_unload=True)
+        _wait_kernels(server, MAX_KERNELS - 1, CLOSE_TIMEOUT)
+        first_context.close()
+        op.page.reload(timeout=LOAD_TIMEOUT * 1000)
+        op.page.wait_for_selector(".rlbook-explorer-kl .rlbook-figure img", timeout=LOAD_TIMEOUT * 1000)
+        assert len(_kernels(server)) == MAX_KERNELS
+    finally:
+        for _, o in [*opened, (context, op)]:
+            o.page.close(run_before_unload=True)
+        _wait_kernels(server, 0, CLOSE_TIMEOUT)
+        for c, _ in [*opened, (context, op)]:
+            c.close()
+
+
+def test_sigterm_to_the_command_alone_stops_every_kernel(browser, server):
+    context, op = _load(browser, server)
+    try:
+        assert len(_kernels(server)) == 1
+        leftovers = stop_server(server)  # SIGTERM to rlbook explore only; then reports what is left
+    finally:
+        context.close()
+    assert server.poll() is not None
+    assert leftovers == [], f"still running after rlbook explore exited: {leftovers}"
