@@ -51,6 +51,13 @@ def _message(err: BaseException) -> str:
     return text.splitlines()[0]
 
 
+# the readout's tables line up in columns only in a fixed-width font: name one explicitly, since the
+# page around it (Voilà's, the book's) may give <pre> its proportional text font
+MONOSPACE = ("ui-monospace, SFMono-Regular, Menlo, Consolas, 'DejaVu Sans Mono', 'Liberation Mono', "
+             "'Courier New', monospace")
+READOUT_STYLE = f"margin:0;font-size:12px;line-height:1.3;font-family:{MONOSPACE};white-space:pre"
+
+
 def live_explorer(controls: dict, layout: Sequence[Sequence[str]], render: Callable[..., Frame], *,
                   dpi: int = 80):
     """Wire ``controls`` to ``render`` and lay them out above the figure, the readout and the messages.
@@ -93,7 +100,7 @@ def live_explorer(controls: dict, layout: Sequence[Sequence[str]], render: Calla
         figure.clear_output(wait=True)
         with figure:
             display(Image(data=png, format="png"))
-        readout.value = f'<pre style="margin:0;font-size:12px;line-height:1.3">{html.escape(frame.readout)}</pre>'
+        readout.value = f'<pre style="{READOUT_STYLE}">{html.escape(frame.readout)}</pre>'
         error.value = "".join(f'<div style="color:#b00">⚠ {html.escape(w)}</div>' for w in frame.warnings)
 
     for w in controls.values():

@@ -189,17 +189,21 @@ def advantage_explorer(max_group_size: int = 8):
                 "estimator": widgets.Dropdown(options=[(ESTIMATOR_LABELS[k], k) for k in ESTIMATORS], value="grpo",
                                               description="advantage"),
                 "aggregation": widgets.Dropdown(options=[(AGGREGATION_LABELS.get(k, k), k) for k in AGGREGATIONS],
-                                                value="seq_mean_token_mean", description="aggregation")}
+                                                value="seq_mean_token_mean", description="aggregation",
+                                                layout=widgets.Layout(width="420px"))}  # its longest label whole
     for i in range(max_group_size):
-        controls[f"r{i}"] = widgets.Dropdown(options=[0.0, 0.5, 1.0], value=float(i % 2 == 0), description=f"r{i}",
-                                             layout=widgets.Layout(width="130px"))
+        # labels "0", "0.5", "1" and a label column sized to "r0": the value is never cut to "1." or "0."
+        controls[f"r{i}"] = widgets.Dropdown(options=[("0", 0.0), ("0.5", 0.5), ("1", 1.0)], value=float(i % 2 == 0),
+                                             description=f"r{i}", style={"description_width": "2.2em"},
+                                             layout=widgets.Layout(width="120px"))
         controls[f"L{i}"] = widgets.IntSlider(value=4 + 3 * i, min=1, max=32, description=f"L{i}",
-                                              layout=widgets.Layout(width="230px"))
+                                              style={"description_width": "2.2em"}, layout=widgets.Layout(width="230px"))
     box = None
+    header = [["group_size"], ["estimator", "aggregation"]]  # then one row per completion
 
     def render(group_size, estimator, aggregation, **per_completion):
         if box is not None:  # show the first G completions' controls only
-            for i, row in enumerate(box.children[1:1 + max_group_size]):
+            for i, row in enumerate(box.children[len(header):len(header) + max_group_size]):
                 row.layout.display = None if i < group_size else "none"
         rewards = [per_completion[f"r{i}"] for i in range(group_size)]
         lengths = [per_completion[f"L{i}"] for i in range(group_size)]
@@ -208,7 +212,7 @@ def advantage_explorer(max_group_size: int = 8):
         plot_advantages(rewards, lengths, estimator, aggregation, ax=ax, max_length=32)
         return Frame(fig, readout, warnings)
 
-    layout = [["group_size", "estimator", "aggregation"]] + [[f"r{i}", f"L{i}"] for i in range(max_group_size)]
+    layout = header + [[f"r{i}", f"L{i}"] for i in range(max_group_size)]
     box = live_explorer(controls, layout, render)
     box.redraw()
     return box

@@ -4,7 +4,8 @@ One ``rlbook explore --no-browser`` server (all five explorers on one page) per 
 an empty folder; one page load, offline (every request off localhost is aborted and counted). For
 each explorer: it renders, the page made no external request and logged no error, a slider moved by
 the keyboard changes the figure's PNG bytes and the printed numbers, and a nonsense value shows a
-"⚠ ..." message in ``.rlbook-error``, never a traceback. Screenshots go to ``artifact_dir``.
+"⚠ ..." message in ``.rlbook-error``, never a traceback. The readouts are in a fixed-width font
+and no dropdown cuts its labels. Screenshots go to ``artifact_dir``.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from __future__ import annotations
 import base64
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from ._util import free_port, open_offline_page, wait_for_http
+from ._util import free_port, open_offline_page, stop_server, wait_for_http
 
 NAMES = ["clip", "advantage", "kl", "gae", "trust-region"]
 # the control to move (its ``description``; None: the explorer's first slider) and the nonsense
@@ -43,7 +43,8 @@ class _Server:
 
 @pytest.fixture(scope="module")
 def explore_server(chromium_path, tmp_path_factory):
-    """``rlbook explore --port P --no-browser`` run from an empty folder; killed at teardown."""
+    """``rlbook explore --port P --no-browser`` run from an empty folder; stopped at teardown, and
+    nothing it started may outlive it."""
     if importlib.util.find_spec("voila") is None:
         pytest.skip("Voilà is not installed: pip install -e '.[explore]'")
     if os.name != "posix":
@@ -62,21 +63,10 @@ def explore_server(chromium_path, tmp_path_factory):
     except (TimeoutError, RuntimeError) as e:
         pytest.fail(f"rlbook explore did not start: {e}\n{server.log()}")
     finally:
-        _stop(proc)
-
-
-def _stop(proc) -> None:
-    """SIGTERM the whole process group (rlbook, Voilà, kernels); SIGKILL what is left after 20 s."""
-    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        # SIGTERM to the command only, as a user's Ctrl-C or kill: what it leaves running is a leak
+        # (killing the whole process group at once would hide it; stop_server does that afterwards)
+        leftovers = stop_server(proc)
+    assert not leftovers, f"rlbook explore left processes running after SIGTERM: {leftovers}"
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +190,37 @@ def test_explorer_live(app, name, artifact_dir):
     scope.screenshot(path=str(artifact_dir / f"explorer_{name}_nonsense.png"))
     assert page.get_by_text("Traceback").count() == 0 and "Traceback" not in page.inner_text("body")
     _clean(app, f"after {name}'s nonsense value")
+
+
+# a text's width in an element's own font (canvas measureText), to tell a fixed-width font from a
+# proportional one and a cut dropdown label from a whole one, whatever the fonts are called
+_TEXT_WIDTH = """(el, texts) => {
+    const cs = getComputedStyle(el), ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+    return texts.map(t => ctx.measureText(t).width);
+}"""
+
+
+def test_readouts_use_a_fixed_width_font(app):
+    """The readouts are tables whose columns line up only in a fixed-width font (kl's misaligned)."""
+    pres = app.page.locator(".rlbook-readout pre")
+    assert pres.count() == len(NAMES)
+    for i in range(pres.count()):
+        narrow, wide = pres.nth(i).evaluate(_TEXT_WIDTH, ["iiiiiiiiii", "MMMMMMMMMM"])
+        assert abs(narrow - wide) < 0.5, f"readout {i} is set in a proportional font: i×10 {narrow:.1f} px, M×10 {wide:.1f} px"
+
+
+def test_dropdowns_show_their_whole_labels(app, artifact_dir):
+    """Every dropdown is wide enough for its longest option (the advantage explorer's showed "1.", "0.")."""
+    selects = app.page.locator(".rlbook-explorer select:visible")  # G = 5: r5.. are hidden
+    assert selects.count() > 0
+    cut = []
+    for i in range(selects.count()):
+        select = selects.nth(i)
+        labels = select.evaluate("s => [...s.options].map(o => o.text)")
+        room = select.evaluate("s => { const cs = getComputedStyle(s); return s.clientWidth - "
+                               "parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight); }")
+        widths = select.evaluate(_TEXT_WIDTH, labels)
+        cut += [f"{label!r} needs {w:.0f} px, has {room:.0f}" for label, w in zip(labels, widths) if w > room]
+    app.page.locator(".rlbook-explorer-advantage").screenshot(path=str(artifact_dir / "explorer_advantage_controls.png"))
+    assert cut == [], f"dropdown labels cut: {cut}"

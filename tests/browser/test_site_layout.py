@@ -1,0 +1,52 @@
+"""The built site's tables as a reader sees them: nothing slides out of the column, numbers line up.
+
+* the glossary's tables fit the text column at a 1280-pixel window: none scrolls sideways, and the
+  "first met" column lies inside the column (it was cut off behind a horizontal scroll);
+* the explorers' saved readouts (number tables) are set in a fixed-width font, one line per row.
+
+Screenshot: ``site_glossary.png`` in the artefacts folder.
+"""
+
+from __future__ import annotations
+
+from .test_site_pages import _wait_until_rendered, built_site  # noqa: F401  (the module's site)
+
+# a text's width in an element's own font, to tell a fixed-width font from a proportional one
+_TEXT_WIDTH = """(el, texts) => {
+    const cs = getComputedStyle(el), ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+    return texts.map(t => ctx.measureText(t).width);
+}"""
+
+
+def test_glossary_tables_fit_the_column(built_site, offline_page, artifact_dir):  # noqa: F811
+    _, base = built_site
+    page = offline_page.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{base}/glossary.html")
+    _wait_until_rendered(page)
+    tables = page.evaluate("""() => [...document.querySelectorAll('main table')].map(t => {
+        const box = t.parentElement.getBoundingClientRect();
+        const last = [...t.querySelectorAll('tr')].map(r => r.lastElementChild.getBoundingClientRect().right);
+        return {overflow: t.parentElement.scrollWidth - t.parentElement.clientWidth,
+                beyond: Math.max(...last) - box.right, head: t.querySelector('th:last-child').textContent.trim()};
+    })""")
+    assert len(tables) >= 3, tables
+    assert [t["head"] for t in tables] == ["first met"] * len(tables)
+    page.locator("main table").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifact_dir / "site_glossary.png"))
+    assert all(t["overflow"] <= 1 and t["beyond"] <= 1 for t in tables), f"a glossary table overflows: {tables}"
+    assert offline_page.external_requests == [] and offline_page.page_errors == []
+
+
+def test_saved_readouts_use_a_fixed_width_font(built_site, offline_page):  # noqa: F811
+    _, base = built_site
+    page = offline_page.page
+    page.goto(f"{base}/05_importance_sampling.html")  # the kl explorer's table of estimators
+    _wait_until_rendered(page)
+    pres = page.locator(".rlbook-readout pre")
+    assert pres.count() >= 1
+    for i in range(pres.count()):
+        narrow, wide = pres.nth(i).evaluate(_TEXT_WIDTH, ["iiiiiiiiii", "MMMMMMMMMM"])
+        assert abs(narrow - wide) < 0.5, f"readout {i} is in a proportional font ({narrow:.1f} vs {wide:.1f} px)"
+        assert pres.nth(i).evaluate("p => getComputedStyle(p).whiteSpace") == "pre"  # rows never wrap
