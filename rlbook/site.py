@@ -265,11 +265,7 @@ def build_book(out_dir: Path | None = None, book_dir: Path | None = None, notebo
     if importlib.util.find_spec("jupyter_book") is None:
         raise ModuleNotFoundError("Jupyter Book is not installed: pip install \"rlbook[book]\"")
     book_dir = book_dir or find_book_dir()
-    if out_dir is None:
-        # in a clone: book/_build; from a wheel: ./book/_build in the working directory
-        base = book_dir if not _is_packaged(book_dir) else Path.cwd() / "book"
-        out_dir = base / "_build"
-    out_dir = Path(out_dir).resolve()
+    out_dir = Path(out_dir or default_build_dir(book_dir)).resolve()
     stage = out_dir / "_stage"
     stats = stage_book(stage, book_dir, notebooks_dir)
     html = out_dir / "html"
@@ -289,6 +285,17 @@ def build_book(out_dir: Path | None = None, book_dir: Path | None = None, notebo
         print(f"built {stats['chapters']} chapters ({stats['solutions']} solutions folded, "
               f"{stats['citations']} citations linked) in {time.perf_counter() - start:.0f} s")
     return html
+
+
+def default_build_dir(book_dir: Path | None = None) -> Path:
+    """Where ``rlbook book`` builds, and ``--no-build`` looks, when no ``--out`` is given.
+
+    In a clone: ``book/_build`` beside the site configuration; from an installed wheel (the
+    configuration is the packaged copy, which must stay untouched): ``./book/_build`` in the
+    working directory.
+    """
+    book_dir = Path(book_dir or find_book_dir())
+    return (Path.cwd() / "book" if _is_packaged(book_dir) else book_dir) / "_build"
 
 
 def _is_packaged(book_dir: Path) -> bool:
@@ -314,7 +321,7 @@ def serve(html_dir: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
 def _cmd_book(args) -> int:
     try:
         if args.no_build:
-            html = Path(args.out or find_book_dir() / "_build").resolve() / "html"
+            html = Path(args.out or default_build_dir()).resolve() / "html"
             if not (html / "index.html").is_file():
                 print(f"rlbook: no built site at {html}; run `rlbook book` first", file=sys.stderr)
                 return 2

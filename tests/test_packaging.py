@@ -94,6 +94,9 @@ def test_installed_wheel_runs_from_any_folder(wheel, tmp_path):
         html = rlbook.site.build_book(quiet=True)
         assert (html / "index.html").is_file() and (html / "09_grpo.html").is_file(), html
         assert str(html).startswith({str(elsewhere)!r}), html
+        served = []  # `rlbook book --serve --no-build` right after `rlbook book` serves that build
+        rlbook.site.serve = lambda path, port: served.append(path)
+        assert rlbook.cli.main(["book", "--serve", "--no-build"]) == 0 and served == [html], served
         import rlbook.assignments
         try:  # the instructor versions are not in the package: nothing finds them
             found = rlbook.assignments.find_assignments_dir()

@@ -131,6 +131,21 @@ def test_cli_book_prints_the_path(tmp_path, capsys):
     assert cli.main(["book", "--serve", "--no-build", "--out", str(tmp_path / "none")]) == 2
 
 
+def test_no_build_serves_the_last_build_of_an_installed_wheel(tmp_path, monkeypatch, capsys):
+    """From a wheel the site is built into ./book/_build (the packaged configuration stays untouched);
+    `--serve --no-build` must serve that build, not look inside the package."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(site, "_is_packaged", lambda book_dir: True)
+    assert site.default_build_dir() == tmp_path / "book" / "_build"
+    html = tmp_path / "book" / "_build" / "html"
+    html.mkdir(parents=True)
+    (html / "index.html").write_text("<html></html>")
+    served = []
+    monkeypatch.setattr(site, "serve", lambda path, port: served.append(path))
+    assert cli.main(["book", "--serve", "--no-build"]) == 0
+    assert served == [html] and capsys.readouterr().out.strip() == str(html)
+
+
 def test_serve_answers_on_localhost(tmp_path):
     """`rlbook book --serve` serves the built folder on 127.0.0.1 (a thread here; Ctrl-C stops it)."""
     import socket
