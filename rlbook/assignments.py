@@ -3,7 +3,7 @@
     rlbook assignments list                          # the assignments and their points
     rlbook assignments release [--source DIR] [--out DIR] [NAME ...]
                                                      # student versions (nbgrader generate_assignment)
-    rlbook assignments grade SUBMISSIONS [--source DIR] [--out DIR] [--timeout S] [NAME ...]
+    rlbook assignments grade SUBMISSIONS [--source DIR] [--out DIR] [--timeout S] [--seed N] [NAME ...]
                                                      # autograde a folder of submissions: scores + feedback
     rlbook assignments validate [--source DIR] [NAME ...]  # the instructor solutions pass their own tests
 
@@ -25,6 +25,7 @@ its kernel costs only its own points and the rest of the batch is graded.
 ``SUBMISSIONS`` is laid out like nbgrader's ``submitted/`` folder:
 ``SUBMISSIONS/<student>/<assignment>/<assignment>.ipynb``. ``grade`` writes, under ``--out``:
 
+- ``grading-seed.txt``: the grading seed the hidden tests drew their inputs from (``--seed``);
 - ``scores.csv``: one row per (student, assignment): ``auto_score``/``auto_max`` (autograded test
   points), ``manual_max`` (points of the written answers, graded by a person in nbgrader's formgrader),
   ``status`` (``graded``, or ``error: ...`` when nbgrader could not grade the notebook at all),
@@ -136,7 +137,7 @@ def _require_nbgrader():
         raise RuntimeError('rlbook assignments needs nbgrader: pip install "rlbook[assignments]"') from e
 
 
-def _api(root: Path, timeout: int | None = None, restrict_code: bool = True):
+def _api(root: Path, timeout: int | None = None, restrict_code: bool = True, seed: int = 0):
     """An ``NbGraderAPI`` on the course folder ``root`` (its own gradebook). With a ``timeout``, the
     API autogrades in the sandbox (``rlbook.grading``): the hardened notebook runs in a bubblewrap
     kernel, each cell interrupted after ``timeout`` seconds, and the feedback hides the hidden tests."""
@@ -163,6 +164,7 @@ def _api(root: Path, timeout: int | None = None, restrict_code: bool = True):
             LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
         config.Harden.source_root = str(root / "source")
         config.Harden.restrict = bool(restrict_code)
+        config.Harden.grading_seed = int(seed)
         config.Judge.report_dir = str(root / "rlbook-reports")
         config.GenerateFeedback.preprocessors = [grading.HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
     config.NbGraderAPI.log_level = "WARN"
@@ -223,9 +225,11 @@ def release(out: Path | str = "assignments-course", names: list[str] | None = No
     return released
 
 
-def validate(names: list[str] | None = None, source_dir: Path | None = None, timeout: int = DEFAULT_TIMEOUT) -> dict:
+def validate(names: list[str] | None = None, source_dir: Path | None = None, timeout: int = DEFAULT_TIMEOUT,
+             seed: int | None = None) -> dict:
     """Grade the instructor versions as if a student had handed them in: every autograded test
-    must pass. Returns ``{name: (auto_score, auto_max)}``.
+    must pass (the hidden tests on the inputs of ``seed``, by default a fresh random one). Returns
+    ``{name: (auto_score, auto_max)}``.
 
     Raises:
         ValueError: unknown names.
@@ -237,7 +241,8 @@ def validate(names: list[str] | None = None, source_dir: Path | None = None, tim
         subs = Path(tmp) / "submitted" / "instructor"
         for name in names:
             shutil.copytree(src / name, subs / name)
-        result = grade(Path(tmp) / "submitted", Path(tmp) / "out", timeout=timeout, names=names, source_dir=src)
+        result = grade(Path(tmp) / "submitted", Path(tmp) / "out", timeout=timeout, names=names, source_dir=src,
+                       seed=seed)
     scores, failed = {}, []
     for row in result.rows:
         scores[row["assignment"]] = (row["auto_score"], row["auto_max"])
@@ -256,6 +261,7 @@ class GradeResult:
 
     rows: list[dict] = field(default_factory=list)
     tests: list[dict] = field(default_factory=list)
+    seed: int | None = None
     scores_csv: Path | None = None
     tests_csv: Path | None = None
     feedback: list[Path] = field(default_factory=list)
@@ -307,7 +313,7 @@ def _quiet_logs():
 
 def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DEFAULT_TIMEOUT,
           names: list[str] | None = None, source_dir: Path | None = None, *,
-          restrict_code: bool = True, jobs: int | None = None) -> GradeResult:
+          restrict_code: bool = True, jobs: int | None = None, seed: int | None = None) -> GradeResult:
     """Autograde every submission under ``submissions`` (``<student>/<assignment>/<assignment>.ipynb``)
     with nbgrader and write the score tables and feedback under ``out`` (see the module docstring).
 
@@ -328,9 +334,15 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
             False only to test the sandbox and the guard on their own.
         jobs: submissions graded at once, each in a worker process (default: the CPU count, at most 4;
             each kernel uses one thread).
+        seed: the grading seed, an integer in [0, 2**31): the instructor's cells have the name
+            ``GRADING_SEED`` replaced by it, and the hidden tests draw their inputs from it, so
+            the public test code does not tell anyone those inputs. Default: a fresh random seed
+            (``secrets``), reported in ``GradeResult.seed`` and ``out/grading-seed.txt``; pass it
+            again to grade with the same hidden inputs.
 
     Raises:
-        ValueError: ``submissions`` is not a folder, ``timeout`` <= 0, or ``names`` is unknown.
+        ValueError: ``submissions`` is not a folder, ``timeout`` <= 0, ``seed`` outside [0, 2**31), or
+            ``names`` is unknown.
         rlbook.grading.SandboxUnavailable: bubblewrap cannot run here; nothing is graded.
         RuntimeError: nbgrader is missing or cannot generate an assignment's gradebook entries.
     """
@@ -340,6 +352,12 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
         raise ValueError(f"submissions: {submissions} is not a folder (expected <student>/<assignment>/<assignment>.ipynb)")
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout: seconds per cell must be > 0, got {timeout!r}")
+    if seed is None:
+        import secrets
+
+        seed = secrets.randbelow(2**31)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise ValueError(f"seed: an integer in [0, 2**31) expected, got {seed!r}")
     src = Path(source_dir) if source_dir is not None else find_assignments_dir()
     names = _names(names, src)
     from rlbook.grading import Sandbox
@@ -350,7 +368,8 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
     out.mkdir(parents=True, exist_ok=True)
     pairs = _submissions(submissions, names)
     needed = sorted({a for _, a in pairs})
-    result = GradeResult()
+    result = GradeResult(seed=seed)
+    (out / "grading-seed.txt").write_text(f"{seed}\n")
     with tempfile.TemporaryDirectory(prefix="rlbook-grade-") as tmp, _quiet_logs():
         template = Path(tmp) / "template"
         _course(template, src, needed)
@@ -359,7 +378,7 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
             _check(api.generate_assignment(name, force=True, create=True), f"generate_assignment {name}")
         points = {name: assignment_points(src / name / f"{name}.ipynb") for name in needed}
         tasks = [(Path(tmp) / "students" / f"{student}__{name}", template, submissions, student, name, points[name],
-                  timeout, out, restrict_code) for student, name in pairs]
+                  timeout, out, restrict_code, seed) for student, name in pairs]
         course_db = _course_gradebook(out, template, src, needed)
         for task, (row, tests, feedback) in zip(tasks, _run_tasks(tasks, jobs)):
             result.rows.append(row)
@@ -478,7 +497,7 @@ def _run_tasks(tasks: list, jobs: int) -> list:
 
 
 def _grade_one(root: Path, template: Path, submissions: Path, student: str, name: str,
-               points: dict[str, tuple[str, float]], timeout, out: Path, restrict_code: bool = True):
+               points: dict[str, tuple[str, float]], timeout, out: Path, restrict_code: bool = True, seed: int = 0):
     """Grade one submission in its own course folder ``root``; never raises for the submission's faults."""
     shutil.copytree(template / "source", root / "source")
     shutil.copy2(template / "gradebook.db", root / "gradebook.db")
@@ -493,7 +512,7 @@ def _grade_one(root: Path, template: Path, submissions: Path, student: str, name
     feedback = None
     flags += _edited_locked_cells(submissions / student / name / f"{name}.ipynb", template / "source" / name / f"{name}.ipynb")
     try:
-        api = _api(root, timeout, restrict_code)
+        api = _api(root, timeout, restrict_code, seed)
         res = api.autograde(name, student, force=True, create=True)
         if not res.get("success"):
             reason = _first_line((res.get("error") or "") + "\n" + (res.get("log") or ""))
@@ -644,7 +663,7 @@ def _cmd_grade(args) -> int:
 
     try:
         result = grade(args.submissions, args.out, timeout=args.timeout, names=args.names or None,
-                       source_dir=_source(args), jobs=args.jobs)
+                       source_dir=_source(args), jobs=args.jobs, seed=args.seed)
     except SandboxUnavailable as e:
         print(e, file=sys.stderr)
         return 2
@@ -652,13 +671,14 @@ def _cmd_grade(args) -> int:
         print(f"{row['student']:20s} {row['assignment']:28s} {row['auto_score']:6g} / {row['auto_max']:g}"
               f"  (+ {row['manual_max']:g} written, graded by hand)  {row['status']}"
               + (f"  FLAGGED: {row['flags']}" if row["flags"] else ""))
+    print(f"grading seed: {result.seed} (--seed {result.seed} grades again with the same hidden inputs)")
     print(f"scores: {result.scores_csv}\nper test: {result.tests_csv}\nfeedback: {Path(args.out).resolve() / 'feedback'}")
     return 0 if all(r["status"] == "graded" for r in result.rows) else 1
 
 
 def _cmd_validate(args) -> int:
     try:
-        scores = validate(args.names or None, timeout=args.timeout, source_dir=_source(args))
+        scores = validate(args.names or None, timeout=args.timeout, source_dir=_source(args), seed=args.seed)
     except RuntimeError as e:
         print(e, file=sys.stderr)
         return 1
@@ -687,10 +707,13 @@ def add_subparser(sub) -> None:
     q.add_argument("--out", default="graded", help="folder for scores.csv and feedback/ (default: %(default)s)")
     q.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per cell (default: %(default)s)")
     q.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count, at most 4)")
+    q.add_argument("--seed", type=int, default=None,
+                   help="grading seed: the hidden tests' inputs are drawn from it (default: a fresh random one, printed)")
     q.add_argument("--source", help="the instructor versions: a folder of <name>/<name>.ipynb (default: assignments/source in a clone)")
     q.set_defaults(fn=_cmd_grade)
     q = sp.add_parser("validate", help="the instructor solutions score full marks")
     q.add_argument("names", nargs="*", help="assignments (default: all)")
     q.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per cell (default: %(default)s)")
+    q.add_argument("--seed", type=int, default=None, help="grading seed for the hidden tests (default: a fresh random one)")
     q.add_argument("--source", help="the instructor versions: a folder of <name>/<name>.ipynb (default: assignments/source in a clone)")
     q.set_defaults(fn=_cmd_validate)

@@ -9,7 +9,9 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
    notebook itself) and a size-capped ``/tmp``; it sees the Python installation read-only and nothing
    else of the machine (no course folder, no instructor sources, no gradebook, no other student, no
    home folder); it has no network (a network namespace of its own), its own process namespace, no
-   capabilities, and CPU-time, address-space, file-size, open-file and process limits. It talks to
+   capabilities, and CPU-time, address-space, file-size, open-file and process limits (when the
+   grader is root, whose processes Linux exempts from the process limit, the kernel runs under an
+   unprivileged uid of its own instead of in a user namespace, :meth:`Sandbox.run_as`). It talks to
    nbgrader over Unix sockets in a private folder. Everything nbgrader writes (the gradebook, the
    graded notebook, the feedback) is written by the grading process outside the sandbox. Without a
    working bubblewrap the grader **refuses to grade** (:class:`SandboxUnavailable`): it never falls back
@@ -36,11 +38,18 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
    cell checks the snapshot before and after it runs; a difference fails that test, is restored, and
    is flagged. Before each test, the student's functions are wrapped so that they receive copies of
    their tensor arguments: they cannot change a test's inputs so that a reference computed after
-   them agrees with a wrong answer.
+   them agrees with a wrong answer. An audit hook records what student code attempted and the sandbox
+   refused (writes outside ``/submission`` and ``/tmp``, starting processes) and reports it to the
+   grader in an output that :class:`Judge` takes out of the notebook.
+
+The instructor's cells have the name ``GRADING_SEED`` replaced by the grading seed
+(``Harden.grading_seed``): the hidden tests draw their inputs from it, so the public test code does
+not give them away.
 
 The score table flags a submission when any layer fired, when a test cell's source differs from the
-instructor's (nbgrader restores it anyway), when a score exceeds a cell's points (it is capped), and
-when the course folder outside the submission changed while it was graded. Output on stderr (warnings)
+instructor's (nbgrader restores it anyway), when a score exceeds a cell's points (it is capped), when
+student code attempted a write outside its folder or started a process, and when the course folder
+outside the submission changed while it was graded. Output on stderr (warnings)
 never fails a test: it is moved to stdout before nbgrader reads the outcome; a test fails when it
 raises (a failed assertion, an error, a timeout).
 
@@ -54,6 +63,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,6 +103,9 @@ _FORBIDDEN_ATTRS = frozenset({
     "input_transformers_cleanup", "input_transformers_post", "ast_transformers", "events", "kernel"})
 # errors the guard raises in the kernel: a test cell failing with one of these is flagged
 FLAG_ERRORS = ("GradingIntegrityError", "OracleCallError")
+# the output type of the guard's reports (attempted writes outside the folder, started processes):
+# read and removed by Judge, so they reach the score table and never the feedback
+FLAG_MIME = "application/vnd.rlbook.flags+json"
 
 
 # --- layer 1: the sandbox -----------------------------------------------------------------------------------
@@ -111,8 +124,10 @@ class Sandbox:
         cpu_s: CPU-time limit per process (RLIMIT_CPU), s, over the whole notebook.
         file_mb: largest file a process may write (RLIMIT_FSIZE), MiB.
         disk_mb: size of the writable ``/submission`` and ``/tmp`` (tmpfs, each), MiB.
-        processes: process limit (RLIMIT_NPROC; the kernel ignores it for root, whose submissions
-            stay inside their own process namespace either way).
+        processes: process (and thread) limit, RLIMIT_NPROC. Linux does not apply it to root's
+            processes, nor to a user namespace's uid that maps to root; so when the grader runs as
+            root the kernel is started under an unprivileged uid of its own (:meth:`run_as`) and
+            the limit binds there too.
         open_files: open-file limit (RLIMIT_NOFILE).
     """
 
@@ -126,6 +141,14 @@ class Sandbox:
     @staticmethod
     def executable() -> str | None:
         return shutil.which("bwrap")
+
+    @staticmethod
+    def run_as() -> int | None:
+        """The host uid (and gid) the kernel runs as when the grader is root: one per grading process
+        (2_000_000 + its pid), so that the process limit counts one submission's processes only and no
+        file on the machine belongs to it; ``None`` when the grader is not root (the kernel then runs
+        as uid 65534 of a user namespace that maps to the grader's own, unprivileged uid)."""
+        return 2_000_000 + os.getpid() % 1_000_000 if os.geteuid() == 0 else None
 
     def read_only_paths(self) -> list[str]:
         """The host folders the kernel may read: the system, the Python installation, rlbook's package."""
@@ -155,32 +178,58 @@ class Sandbox:
         if bwrap is None:
             raise SandboxUnavailable(_NO_SANDBOX)
         mb = 1 << 20
+        uid = self.run_as()
         cmd = ["prlimit", f"--as={self.memory_mb * mb}", f"--cpu={self.cpu_s}", f"--fsize={self.file_mb * mb}",
-               f"--nproc={self.processes}", f"--nofile={self.open_files}", "--core=0", bwrap,
-               "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-               "--unshare-user", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
-               "--proc", "/proc", "--dev", "/dev"]
+               f"--nproc={self.processes}", f"--nofile={self.open_files}", "--core=0", bwrap]
+        if uid is None:  # unprivileged: uid 65534 in a user namespace of its own, no capabilities
+            cmd += ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL"]
+        else:  # root: no user namespace (its uids would map to root); setpriv drops to `uid` inside
+            cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                    "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+        cmd += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
         for link, target in (("/bin", "usr/bin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/sbin", "usr/sbin")):
             if os.path.islink(link):
                 cmd += ["--symlink", target, link]
         # the tmpfs first: a Python installation or a checkout under /tmp (a CI clone's virtual
         # environment) is then bound on top of it instead of being hidden by it
-        cmd += ["--size", str(self.disk_mb * mb), "--tmpfs", "/tmp",
-                "--size", str(self.disk_mb * mb), "--tmpfs", "/submission"]
-        for p in self.read_only_paths():
+        perms = ["--perms", "1777"] if uid is not None else []
+        cmd += [*perms, "--size", str(self.disk_mb * mb), "--tmpfs", "/tmp",
+                *perms, "--size", str(self.disk_mb * mb), "--tmpfs", "/submission"]
+        binds = self.read_only_paths()
+        if uid is not None:  # folders bwrap makes on the way to a bound path: traversable by `uid`
+            made = set()
+            for p in [*binds, ipc_dir]:
+                for parent in reversed(Path(p).parents):
+                    q = str(parent)
+                    if q not in ("/", "/tmp") and not q.startswith("/tmp/") and q not in made and not any(
+                            q == b or q.startswith(b + "/") for b in binds):
+                        made.add(q)
+                        cmd += ["--perms", "0755", "--dir", q]
+        for p in binds:
             cmd += ["--ro-bind", p, p]
         for f in files:
             cmd += ["--ro-bind", f, "/submission/" + os.path.basename(f)]
         cmd += ["--bind", ipc_dir, ipc_dir, "--remount-ro", "/", "--chdir", "/submission", "--clearenv"]
         for k, v in (env or {}).items():
             cmd += ["--setenv", k, v]
+        if uid is not None:
+            argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+                    "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
         return cmd + ["--", *argv]
+
+    def hand_over(self, path: str) -> None:
+        """Give ``path`` (the kernel's private folder, a file in it) to the uid the kernel runs as."""
+        uid = self.run_as()
+        if uid is not None:
+            os.chown(path, uid, uid)
 
     def check(self) -> None:
         """Run ``python -c`` in the sandbox once; raise :class:`SandboxUnavailable` if it does not work."""
-        if self.executable() is None or shutil.which("prlimit") is None:
+        if self.executable() is None or shutil.which("prlimit") is None or (
+                self.run_as() is not None and shutil.which("setpriv") is None):
             raise SandboxUnavailable(_NO_SANDBOX)
         with tempfile.TemporaryDirectory(prefix="rlbook-sbx-") as tmp:
+            self.hand_over(tmp)
             probe = "import os, socket; s = socket.socket(); print(os.getcwd(), os.path.exists('" + tmp + "'))"
             cmd = self.command([sys.executable, "-c", probe], "/submission", [], tmp, _kernel_env(tmp))
             try:
@@ -193,7 +242,8 @@ class Sandbox:
 
 _NO_SANDBOX = ("rlbook refuses to grade: student code runs only inside a bubblewrap sandbox (no network, only "
                "its own folder visible, resource limits), and none could be started on this machine. Install "
-               "it (Debian/Ubuntu: apt-get install bubblewrap; it also needs util-linux's prlimit) and allow "
+               "it (Debian/Ubuntu: apt-get install bubblewrap; it also needs util-linux's prlimit, and setpriv when "
+               "grading as root) and allow "
                "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 where that exists).")
 
 
@@ -247,6 +297,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         kw["env"] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         kw["stdout"] = kw["stderr"] = subprocess.DEVNULL  # the kernel's own stdout/stderr (not its outputs)
         kw["cwd"] = self._ipc_dir
+        sandbox.hand_over(self._ipc_dir)  # as root, the kernel runs under its own uid: its sockets go here
+        if os.path.exists(self.connection_file):
+            sandbox.hand_over(self.connection_file)
         cmd = sandbox.command(list(kernel_cmd), "/submission", files, self._ipc_dir, env)
         return await super()._async_launch_kernel(cmd, **kw)
 
@@ -258,7 +311,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 try:
     from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-    from traitlets import Bool, Unicode
+    from traitlets import Bool, Integer, Unicode
 except ImportError:  # pragma: no cover
     Execute = NbGraderPreprocessor = object
 
@@ -510,7 +563,7 @@ def restrict(source: str, protected: set[str] = frozenset()) -> tuple[str | None
 # --- layer 3: the guard in the kernel -------------------------------------------------------------------------
 
 GUARD = r'''
-def _rlbook_make_guard(oracle_attrs, oracle_globals, protected):
+def _rlbook_make_guard(oracle_attrs, oracle_globals, protected, flag_mime):
     import builtins, functools, os, sys, warnings
     import numpy, torch, torch.nn.functional, torch.testing
     import rlbook
@@ -630,6 +683,66 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected):
             return type(a)(copy_arg(v) for v in a)
         return a
 
+    # Attempts to write outside the submission's folder, or to start a process, from student code: the
+    # sandbox makes them fail (a read-only file system, a process limit); this audit hook (which cannot
+    # be removed) records them, and the guard reports them to the grader (never to the student).
+    attempts = []
+    reported = [0]
+    write_events = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
+                    "os.symlink", "os.link", "os.utime", "os.chflags", "os.mkfifo", "os.mknod", "shutil.rmtree",
+                    "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.move", "shutil.chown"}
+    process_events = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+                      "subprocess.Popen", "pty.spawn", "os.startfile"}
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    own = ("/submission", "/tmp", "/dev/null", "/dev/stdout", "/dev/stderr")
+
+    def student_on_stack():
+        f = sys._getframe(2)
+        while f is not None:
+            if is_student(f.f_code.co_filename):
+                return True
+            f = f.f_back
+        return False
+
+    def audit(event, args):
+        try:
+            if event == "open":
+                path, mode, flags = (tuple(args) + (None, None, None))[:3]
+                if isinstance(path, int) or path is None:
+                    return
+                writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                    isinstance(flags, int) and flags & write_flags)
+                kind = "open for writing"
+            elif event in write_events:
+                path, writes, kind = args[0] if args else None, True, event
+            elif event in process_events:
+                if student_on_stack():
+                    attempts.append(f"started a process ({event})")
+                return
+            else:
+                return
+            if not writes or isinstance(path, int):
+                return
+            where = os.path.abspath(os.fsdecode(path))
+            # its own: under /submission, or in the sandbox's /tmp where the folder exists (a path under
+            # /tmp that names a folder of the machine, such as another student's, is not)
+            if (any(where == r or where.startswith(r + "/") for r in own if r != "/tmp")
+                    or (where.startswith("/tmp/") and os.path.isdir(os.path.dirname(where)))
+                    or not student_on_stack()):
+                return
+            attempts.append(f"{kind} {where}")
+        except Exception:
+            pass
+
+    sys.addaudithook(audit)
+
+    def report():
+        new = attempts[reported[0]:]
+        reported[0] = len(attempts)
+        if new:
+            from IPython.display import publish_display_data
+            publish_display_data({flag_mime: {"flags": sorted(set(new))[:12]}})
+
     protected_fns = set()
 
     def protect(fn):
@@ -650,11 +763,16 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected):
     class Guard:
         def enter(self):
             trusted.add(sys._getframe(1).f_code.co_filename)
+            report()
             protect_student_functions()
             self.check("before")
 
         def leave(self):
+            report()
             self.check("after")
+
+        def report(self):
+            report()
 
         def check(self, when):
             changed = diff()
@@ -665,7 +783,7 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected):
 
     return Guard()
 
-_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, PROTECTED)
+_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, PROTECTED, FLAG_MIME)
 del _rlbook_make_guard
 '''
 
@@ -673,7 +791,8 @@ del _rlbook_make_guard
 def _guard_source(protected: set[str]) -> str:
     return (GUARD.replace("ORACLE_ATTRS", json.dumps(sorted(ORACLES)))
             .replace("ORACLE_GLOBALS", json.dumps(sorted(ORACLE_GLOBALS)))
-            .replace("PROTECTED", json.dumps(sorted(protected))))
+            .replace("PROTECTED", json.dumps(sorted(protected)))
+            .replace("FLAG_MIME)", json.dumps(FLAG_MIME) + ")"))
 
 
 # --- nbgrader preprocessors ------------------------------------------------------------------------------------
@@ -693,6 +812,15 @@ def _trusted_cells(source_nb) -> dict[str, str]:
     return out
 
 
+_SEED_NAME = re.compile(r"\bGRADING_SEED\b")
+
+
+def _with_seed(source: str, seed: int) -> str:
+    """An instructor cell with the name ``GRADING_SEED`` replaced by the grading seed's digits: the
+    hidden tests draw their inputs from it, and it is never a name student code could rebind."""
+    return _SEED_NAME.sub(str(int(seed)), source)
+
+
 class Harden(NbGraderPreprocessor):
     """Before execution: the instructor's locked code cells take their source from the instructor's
     notebook (test cells get the guard's check before and after), every other code cell is reduced to
@@ -701,6 +829,7 @@ class Harden(NbGraderPreprocessor):
 
     source_root = Unicode("", help="the course's source/ folder (instructor notebooks)").tag(config=True)
     restrict = Bool(True, help="reduce student cells to definitions (False only to test the other layers)").tag(config=True)
+    grading_seed = Integer(0, help="replaces GRADING_SEED in the instructor's cells (the hidden tests' inputs)").tag(config=True)
 
     def preprocess(self, nb, resources):
         import nbformat
@@ -732,7 +861,7 @@ class Harden(NbGraderPreprocessor):
             if gid in trusted and m.get("locked") and not m.get("solution"):
                 if cell.source != trusted[gid]:
                     flags.append(f"{gid}: the submitted test/setup cell differs from the instructor's (restored)")
-                body = trusted[gid]
+                body = _with_seed(trusted[gid], self.grading_seed)
                 if m.get("grade") and guard_done:
                     cell.source = f"_rlbook_guard.enter()\n{body}\n_rlbook_guard.leave()"
                 else:
@@ -754,6 +883,10 @@ class Harden(NbGraderPreprocessor):
                 notes += [f"{where}: {d} not run" for d in dropped]
                 cell.source = code
             cells.append(cell)
+        if guard_done:  # what student code attempted after the last test
+            end = nbformat.v4.new_code_cell("_rlbook_guard.report()")
+            end.metadata["rlbook_guard_report"] = True
+            cells.append(end)
         nb.cells = cells
         resources.setdefault("rlbook", {})["flags"] = flags
         resources["rlbook"]["notes"] = notes
@@ -770,8 +903,18 @@ class Judge(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         flags = list(resources.get("rlbook", {}).get("flags", []))
         notes = list(resources.get("rlbook", {}).get("notes", []))
-        cells = []
+        cells, attempted = [], []
         for cell in nb.cells:
+            if cell.cell_type == "code":
+                kept = []
+                for o in cell.get("outputs", []):
+                    if o.get("output_type") in ("display_data", "execute_result") and FLAG_MIME in o.get("data", {}):
+                        attempted += [str(a) for a in (o["data"][FLAG_MIME] or {}).get("flags", [])]
+                    else:
+                        kept.append(o)
+                cell.outputs = kept
+            if cell.metadata.get("rlbook_guard_report"):
+                continue
             if cell.metadata.get("rlbook_guard"):
                 errs = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
                 if errs:
@@ -788,6 +931,10 @@ class Judge(NbGraderPreprocessor):
                     cell.source = cell.metadata.pop("rlbook_original")
             cells.append(cell)
         nb.cells = cells
+        if attempted:
+            unique = list(dict.fromkeys(attempted))
+            flags.append("attempted outside its folder (the sandbox refused): " + "; ".join(unique[:8])
+                         + (f" and {len(unique) - 8} more" if len(unique) > 8 else ""))
         if self.report_dir:
             ids = resources["nbgrader"]
             out = Path(self.report_dir) / ids["student"]

@@ -118,7 +118,8 @@ def test_a_syntax_error_runs_as_a_syntax_error():
     assert code.startswith("raise SyntaxError") and flags == []
 
 
-def test_the_sandbox_command_isolates_and_limits(tmp_path):
+def test_the_sandbox_command_isolates_and_limits(tmp_path, monkeypatch):
+    monkeypatch.setattr(G.os, "geteuid", lambda: 1000)  # an unprivileged grader (root: the next test)
     sb = G.Sandbox(memory_mb=1000, cpu_s=30, file_mb=8, processes=50)
     if sb.executable() is None:
         pytest.skip("bubblewrap is not installed (apt-get install bubblewrap)")
@@ -137,3 +138,38 @@ def test_the_sandbox_command_isolates_and_limits(tmp_path):
     # /tmp (as in a CI clone) is bound on top of it rather than hidden by it
     tmp_at = [k for k, a in enumerate(cmd) if a == "--tmpfs" and cmd[k + 1] == "/tmp"][0]
     assert all(k > tmp_at for k, a in enumerate(cmd) if a == "--ro-bind")
+
+
+def test_as_root_the_kernel_runs_under_an_unprivileged_uid(tmp_path, monkeypatch):
+    """Linux ignores RLIMIT_NPROC for root, and for a user namespace's uid that maps to root: a grader
+    running as root starts bwrap without a user namespace and drops to a uid of the grading process's
+    own (setpriv, no capabilities, no new privileges), so the process limit binds; the folders bwrap
+    makes on the way to the bound paths are traversable by it, and its tmpfs folders writable."""
+    monkeypatch.setattr(G.os, "geteuid", lambda: 0)
+    sb = G.Sandbox(processes=50)
+    if sb.executable() is None:
+        pytest.skip("bubblewrap is not installed (apt-get install bubblewrap)")
+    uid = sb.run_as()
+    assert uid == 2_000_000 + G.os.getpid() % 1_000_000
+    cmd = sb.command(["python", "-c", "1"], "/submission", [], str(tmp_path / "ipc"), {})
+    assert "--nproc=50" in cmd and "--unshare-user" not in cmd and "--unshare-all" not in cmd
+    for flag in ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--clearenv"):
+        assert flag in cmd
+    caps = [cmd[k + 1] for k, a in enumerate(cmd) if a == "--cap-add"]
+    assert cmd[cmd.index("--cap-drop") + 1] == "ALL" and sorted(caps) == ["CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID"]
+    inner = cmd[cmd.index("--") + 1:]
+    assert inner[0] == "setpriv" and f"--reuid={uid}" in inner and f"--regid={uid}" in inner
+    for flag in ("--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"):
+        assert flag in inner
+    assert inner[inner.index("--") + 1:] == ["python", "-c", "1"]
+    for k, a in enumerate(cmd):
+        if a == "--tmpfs":
+            assert cmd[k - 4:k - 2] == ["--perms", "1777"], cmd[k - 4:k + 2]
+    monkeypatch.setattr(G.os, "geteuid", lambda: 1000)
+    assert sb.run_as() is None
+
+
+def test_the_grading_seed_replaces_its_name_only():
+    text = "g = torch.Generator().manual_seed(GRADING_SEED + 1)\nMY_GRADING_SEED_X = 1\nGRADING_SEED_2 = 3"
+    assert G._with_seed(text, 12345) == ("g = torch.Generator().manual_seed(12345 + 1)\nMY_GRADING_SEED_X = 1\n"
+                                         "GRADING_SEED_2 = 3")
