@@ -18,6 +18,7 @@ the batch is graded. Sandbox tests skip only where bubblewrap is not installed (
 
 from __future__ import annotations
 
+import ast
 import csv
 import importlib.util
 import json
@@ -92,6 +93,48 @@ ATTACKS = [
     ("atk_edited_test", "part3_grpo_loss", "source", {"test_k3": lambda t: "pass\n"}, set(), "differs"),
 ]
 
+# Submissions that pass the visible tests of some cells without a correct function: each must lose
+# those cells' points (student, assignment, solution cell, its new body, the cells whose visible tests
+# it passes and that must score 0). The first is made
+# from the released notebook's stored inputs by _hardcoded_k3 (a lookup table of the visible answers).
+GRADING_SEED = 20240611  # the batch's grading seed (any: the hidden tests' inputs come from it)
+HARDCODED = [
+    ("hardcoded_k3", "part3_grpo_loss", "k3", None, {"test_k3", "test_k3_hidden"}),
+    # part 1's REINFORCE: a learning curve and logits written down, no training
+    ("hardcoded_curve", "part1_score_function", "reinforce_bandit",
+     "    logits = torch.tensor([0.0, 0.0, 0.0, 0.0, 6.0])\n    curve = [0.88] * num_steps", {"test_reinforce_bandit"}),
+]
+
+
+def _hardcoded_k3() -> str:
+    """A k3 that returns the stored answer when its inputs are one of the released notebook's visible
+    batches, and zeros otherwise: what hard-coding the visible tests' outputs looks like."""
+    import torch
+
+    import rlbook as rl
+
+    nb = ROOT / "assignments" / "student" / "part3_grpo_loss" / "part3_grpo_loss.ipynb"
+    ns = {"torch": torch}
+    exec(next(_source(c) for c in _cells(nb) if _meta(c).get("grade_id") == "inputs"), ns)
+    table = [(b["log_probs"].tolist(), b["ref_log_probs"].tolist(),
+              rl.kl_k3(b["log_probs"], b["ref_log_probs"]).tolist()) for b in ns["BATCHES"]]
+    return (f"K3_TABLE = {table!r}\n\n\n"
+            "def k3(log_probs, ref_log_probs):\n"
+            "    for lp, ref, out in K3_TABLE:\n"
+            "        if list(log_probs.shape) == [len(lp), len(lp[0])] and torch.equal(\n"
+            "                log_probs, torch.tensor(lp, dtype=log_probs.dtype)) and torch.equal(\n"
+            "                ref_log_probs, torch.tensor(ref, dtype=log_probs.dtype)):\n"
+            "            return torch.tensor(out, dtype=log_probs.dtype)\n"
+            "    return torch.zeros_like(log_probs)\n")
+
+
+def _hardcoded_cell(name: str, grade_id: str, body: str | None) -> str:
+    if body is None:
+        return _hardcoded_k3()
+    cell = next(_source(c) for c in _cells(SOURCE / name / f"{name}.ipynb") if _meta(c).get("grade_id") == grade_id)
+    return _solution(cell, body)
+
+
 # A correct submission whose function prints a warning (stderr): it must keep full marks.
 WARNS = ("warns", "part1_score_function", {"softmax_score": lambda t: "import warnings\n\n" + t.replace(
     "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    warnings.warn(\"a warning from the student's code\")\n")})
@@ -133,6 +176,12 @@ HOSTILE = {
                       "try:\n    open('big.bin', 'wb').write(b'0' * (100 << 20))\nexcept OSError as e:\n"
                       "    print('writing 100 MB:', type(e).__name__)\nopen('small.txt', 'w').write('written by the submission')\n"),
     "kills_kernel": ("top", "group_advantages", "import os\nos._exit(1)\n"),
+    # a process flood: as many children as it can start (each waits 2 s); the process limit must stop
+    # it even when grading runs as root (Linux exempts root from RLIMIT_NPROC)
+    "forks": ("top", "group_advantages", "import os, time\nforked, error = 0, None\ntry:\n"
+              "    for _ in range(2000):\n        if os.fork() == 0:\n            time.sleep(2)\n"
+              "            os._exit(0)\n        forked += 1\nexcept OSError as e:\n    error = type(e).__name__\n"
+              "for _ in range(forked):\n    os.wait()\nprint(f'FORKED {forked} {error}')\n"),
     "rt_rebind_reference": ("top", "k3", "rl.kl_k3 = lambda log_probs, ref_log_probs: torch.zeros_like(log_probs)\n"),
     "rt_noop_assert_close": ("top", "group_advantages", "torch.testing.assert_close = lambda *args, **kwargs: None\n"),
     "rt_oracle_call": ("body", "k3", "    return rl.kl_k3(log_probs, ref_log_probs)\n"),
@@ -218,6 +267,164 @@ def _tests_of(nb_path: Path, function: str) -> set[str]:
             if _meta(c).get("grade") and not _meta(c).get("solution") and re.search(rf"\b{function}\(", _source(c))}
 
 
+# --- without nbgrader: the released notebooks' visible code carries no answer -----------------------------
+
+# The library's implementations of each assignment's graded functions: the released notebook's visible
+# code (every cell a student sees: setup, tests) may not call them; the hidden tests may.
+GRADED_ORACLES = {
+    "part1_score_function": {"softmax_score", "optimal_baseline", "exact_optimal_baseline", "reinforce"},
+    "part2_gae_ppo": {"gae", "clipped_surrogate_loss"},
+    "part3_grpo_loss": {"group_relative_advantages", "kl_k3", "seq_mean_token_mean", "token_mean", "fixed_length_mean",
+                        "clipped_surrogate_loss", "grpo_loss"},
+    "part4_modern_variant": {"clipped_surrogate_loss", "cispo_loss", "gspo_loss"},
+}
+# Visible expressions shaped like a piece of a solution that are there on purpose (each a property the
+# task's text states, computed with the student's own functions or from the inputs, not an answer):
+INTENDED = {
+    # test_variance squares the student's own scores (the optimal baseline's weights)
+    "part1_score_function": {"(softmax_score(logits.expand(len(actions), K), actions) ** 2).sum(-1)"},
+    # test_gae_limits: GAE with λ = 0 is the TD error the task's text defines
+    "part2_gae_ppo": {"r['rewards'] + 0.9 * ~r['terminated'] * r['next_values'] - r['values']"},
+}
+_OPERATORS = (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context)
+
+
+def _dotted(node) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _shape(node):
+    """An expression's structure, with names, constants and dotted names (``torch.min``) as wildcards."""
+    if isinstance(node, (ast.Name, ast.Constant)) or (isinstance(node, ast.Attribute) and _dotted(node)):
+        return "_"
+    fields = [type(node).__name__]
+    for field, value in ast.iter_fields(node):
+        if field in ("ctx", "type_comment", "kind"):
+            continue
+        if isinstance(value, ast.AST):
+            fields.append(type(value).__name__ if isinstance(value, _OPERATORS) else _shape(value))
+        elif isinstance(value, list):
+            fields.append(tuple(_shape(v) if isinstance(v, ast.AST) else v for v in value))
+        else:
+            fields.append(value)
+    return tuple(fields)
+
+
+def _shape_size(p) -> int:
+    if not isinstance(p, tuple):
+        return 0
+    return (1 if p and isinstance(p[0], str) and p[0][:1].isupper() else 0) + sum(_shape_size(x) for x in p[1:])
+
+
+def _fits(pattern, shape) -> bool:
+    """``shape`` is ``pattern`` with each wildcard replaced by any subexpression."""
+    if pattern == "_":
+        return True
+    if isinstance(pattern, tuple) and isinstance(shape, tuple):
+        return len(pattern) == len(shape) and all(_fits(a, b) for a, b in zip(pattern, shape))
+    return pattern == shape
+
+
+def _solution_pieces(source_nb: Path) -> list[tuple[str, tuple]]:
+    """Every subexpression of the instructor's solution cells with at least 4 operations/calls."""
+    pieces = []
+    for cell in _cells(source_nb):
+        if cell["cell_type"] == "code" and _meta(cell).get("solution"):
+            for node in ast.walk(ast.parse(_source(cell))):
+                if isinstance(node, ast.expr) and _shape_size(_shape(node)) >= 4:
+                    pieces.append((ast.unparse(node), _shape(node)))
+    return pieces
+
+
+def _visible_leaks(code: list[str], name: str) -> list[str]:
+    """What in the visible code ``code`` (a released notebook's non-solution code cells) gives an answer
+    away: a call of the library's implementation of a graded function, a reference function or table,
+    the snapshot machinery or the grading seed, or an expression shaped like a piece of a solution."""
+    from rlbook.grading import ORACLE_GLOBALS
+
+    leaks = []
+    pieces = _solution_pieces(SOURCE / name / f"{name}.ipynb")
+    for text in code:
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in GRADED_ORACLES[name]:
+                leaks.append(f"calls the library's .{node.attr}: {ast.unparse(node)}")
+            elif isinstance(node, ast.ImportFrom) and {a.name for a in node.names} & GRADED_ORACLES[name]:
+                leaks.append(f"imports a graded function's implementation: {ast.unparse(node)}")
+            elif isinstance(node, ast.Name) and (node.id in ORACLE_GLOBALS or node.id.lower().startswith("reference")):
+                leaks.append(f"a reference: {node.id}")
+            elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and getattr(node, "name", "").lower().startswith("reference"):
+                leaks.append(f"defines a reference: {node.name}")
+            elif isinstance(node, ast.Name) and node.id in ("snapshot", "GRADING_SEED"):
+                leaks.append(f"instructor-side name {node.id}")
+            if isinstance(node, ast.expr):
+                text_of = ast.unparse(node)
+                for piece, pattern in pieces:
+                    if text_of not in INTENDED.get(name, ()) and _fits(pattern, _shape(node)):
+                        leaks.append(f"{text_of!r} has the shape of the solution's {piece!r}")
+    return leaks
+
+
+def _visible_code(nb_path: Path) -> list[str]:
+    return [_source(c) for c in _cells(nb_path) if c["cell_type"] == "code" and not _meta(c).get("solution")]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_released_visible_code_carries_no_answer(name):
+    """The student version's setup and test cells compare with stored numbers or properties: no call of
+    the library's implementations of the graded functions, no reference function or table (part 1's
+    test_gradient_samples formula, part 3's reference_grpo_loss, part 4's REFERENCE were), no
+    expression shaped like a piece of a solution, and no trace of the grading seed."""
+    assert set(GRADED_ORACLES) == set(NAMES)
+    student = ROOT / "assignments" / "student" / name / f"{name}.ipynb"
+    leaks = _visible_code(student)
+    assert leaks and not _visible_leaks(leaks, name), _visible_leaks(leaks, name)
+    # the stored numbers are there (the build filled every snapshot)
+    assert "torch.tensor([" in "\n".join(leaks)
+
+
+# What the released notebooks carried before the visible tests used stored numbers: each must be found.
+OLD_LEAKS = [
+    ("part1_score_function", "for b in (0.0, 0.3, 0.9):\n"
+     "    expected = (rewards - b)[:, None] * rl.softmax_score(logits.expand(64, K), actions)\n"),
+    # the same answer without calling the library: found by its shape
+    ("part1_score_function", "expected = (rewards - b)[:, None] * (torch.nn.functional.one_hot(actions, K) - pi)\n"),
+    ("part3_grpo_loss", "def reference_grpo_loss(b, advantages, clip_eps, kl_coef, aggregation):\n"
+     "    per_token = (rl.clipped_surrogate_loss(b['log_probs'], b['old_log_probs'], advantages[:, None], clip_eps)\n"
+     "                 + kl_coef * rl.kl_k3(b['log_probs'], b['ref_log_probs']))\n"
+     "    return getattr(rl, aggregation)(per_token, b['mask'])\n"),
+    ("part4_modern_variant", "REFERENCE = {\n"
+     "    'cispo': lambda lp, old, adv, mask: rl.cispo_loss(lp, old, adv, 1.0, 0.28),\n}\n"),
+    ("part4_modern_variant", "def clip_higher(lp, old, adv):\n    ratio = torch.exp(lp - old)\n"
+     "    return -torch.min(ratio * adv, ratio.clamp(1 - 0.2, 1 + 0.28) * adv)\n"),
+]
+
+
+@pytest.mark.parametrize("name,code", OLD_LEAKS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(OLD_LEAKS)])
+def test_the_scan_finds_the_old_leaks(name, code):
+    assert _visible_leaks([code], name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_grading_seed_lives_in_hidden_tests_only(name):
+    """GRADING_SEED (replaced by the grading seed at grading time) appears in the instructor's hidden
+    tests, never outside them, so every hidden test's inputs are unknown to whoever reads the sources."""
+    cells = _cells(SOURCE / name / f"{name}.ipynb")
+    text = "\n".join(_source(c) for c in cells)
+    hidden = "\n".join(_regions(text, r"### BEGIN HIDDEN TESTS", r"### END HIDDEN TESTS"))
+    assert "GRADING_SEED" in hidden
+    outside = re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", text, flags=re.S)
+    assert "GRADING_SEED" not in outside
+    # every autograded test cell that calls a student function on inputs has a hidden part
+    for c in cells:
+        m = _meta(c)
+        if m.get("grade") and not m.get("solution") and m["grade_id"] not in (
+                "test_ppo_cartpole", "test_variant_training"):
+            assert "### BEGIN HIDDEN TESTS" in _source(c), m["grade_id"]
+
+
 # --- without nbgrader: the sources' structure ---------------------------------------------------------------
 
 
@@ -277,6 +484,9 @@ def test_grade_rejects_bad_arguments(tmp_path):
         A.grade(tmp_path, tmp_path / "out", timeout=0, source_dir=SOURCE)
     with pytest.raises(ValueError, match="names"):
         A.grade(tmp_path, tmp_path / "out", names=["part9_nothing"], source_dir=SOURCE)
+    for seed in (-1, 2**31, 1.5, True):
+        with pytest.raises(ValueError, match="seed"):
+            A.grade(tmp_path, tmp_path / "out", source_dir=SOURCE, seed=seed)
     with pytest.raises(ValueError, match="names"):
         A.release(tmp_path / "course", names=["part9_nothing"], source_dir=SOURCE)
 
@@ -372,7 +582,14 @@ def batch(released, tmp_path_factory):
     nb = _submit(subs, student, name, SOURCE / name / f"{name}.ipynb")
     for grade_id, edit in edits.items():
         _set_cell(nb, grade_id, edit)
-    return A.grade(subs, tmp / "graded", source_dir=SOURCE)
+    for student, name, grade_id, body, _ in HARDCODED:
+        nb = _submit(subs, student, name, released[name])
+        for cell in _cells(SOURCE / name / f"{name}.ipynb"):  # the other solutions: correct
+            if _meta(cell).get("solution") and cell["cell_type"] == "code":
+                gid = _meta(cell)["grade_id"]
+                text = _hardcoded_cell(name, grade_id, body) if gid == grade_id else _source(cell)
+                _set_cell(nb, gid, lambda _, text=text: text)
+    return A.grade(subs, tmp / "graded", source_dir=SOURCE, seed=GRADING_SEED)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -477,6 +694,46 @@ def test_an_attack_scores_zero_on_its_tests_and_is_flagged(batch, attack):
     assert lost == {g: points[g][1] for g in attacked}, lost
 
 
+@pytest.mark.parametrize("case", HARDCODED, ids=[h[0] for h in HARDCODED])
+def test_hardcoded_visible_answers_pass_the_visible_tests_and_score_zero(batch, case):
+    """Knowing the public test code is not enough: a function that returns the visible tests' answers
+    (a lookup table of the stored numbers; a written-down learning curve) passes every visible test of
+    its cell, run here as a student would run the released notebook, and loses the cell's points when
+    graded, because the hidden tests draw their inputs from the grading seed (part 1's REINFORCE test
+    replays the recorded pulls with the submission's own functions)."""
+    import contextlib
+    import io
+
+    student, name, grade_id, body, attacked = case
+    released = ROOT / "assignments" / "student" / name / f"{name}.ipynb"
+    ns: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for cell in _cells(released):
+            if cell["cell_type"] != "code":
+                continue
+            meta = _meta(cell)
+            if meta.get("solution"):
+                gid = meta["grade_id"]
+                text = _hardcoded_cell(name, grade_id, body) if gid == grade_id else next(
+                    _source(c) for c in _cells(SOURCE / name / f"{name}.ipynb") if _meta(c).get("grade_id") == gid)
+                exec(text, ns)
+            elif meta.get("grade_id") in attacked or not meta.get("grade"):
+                exec(_source(cell), ns)  # the visible tests of the attacked cells pass
+    points = A.assignment_points(SOURCE / name / f"{name}.ipynb")
+    row = next(r for r in batch.rows if r["student"] == student)
+    assert row["status"] == "graded", row
+    lost = batch.lost(student, name)
+    assert {g: lost.get(g) for g in attacked} == {g: points[g][1] for g in attacked}, lost
+
+
+def test_the_grading_seed_is_the_one_passed_and_recorded(batch):
+    assert batch.seed == GRADING_SEED
+    assert (batch.scores_csv.parent / "grading-seed.txt").read_text().strip() == str(GRADING_SEED)
+    for name in NAMES:  # the feedback never shows it
+        html = (batch.scores_csv.parent / "feedback" / "instructor" / name / f"{name}.html").read_text()
+        assert str(GRADING_SEED) not in html
+
+
 def test_feedback_hides_the_hidden_tests(batch):
     for name in NAMES:
         source = (SOURCE / name / f"{name}.ipynb").read_text()
@@ -536,7 +793,7 @@ def hostile(tmp_path_factory):
     before = {p: p.read_bytes() for p in sorted(sources.rglob("*")) if p.is_file()}
     try:
         result = A.grade(subs, tmp / "graded", timeout=HOSTILE_TIMEOUT, names=[HOSTILE_IN], source_dir=sources,
-                         restrict_code=False)
+                         restrict_code=False, seed=GRADING_SEED)
     finally:
         listener.close()
     assert {p: p.read_bytes() for p in sorted(sources.rglob("*")) if p.is_file()} == before, "the sources changed"
@@ -550,7 +807,8 @@ def _row(result, student):
 def test_the_sandbox_hides_the_course_and_the_network(hostile):
     """The probe ran, could read its own folder, and nothing else: not the instructor sources (by the
     course-relative or the absolute path), not the gradebook, not another student's folder; it could
-    not write there or anywhere outside its folder, and reached no network, not even the host's."""
+    not write there or anywhere outside its folder, and reached no network, not even the host's. Its
+    attempted writes outside its folder are flagged in the score table (and only there)."""
     executed = hostile.scores_csv.parent / "autograded" / "probes" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
     texts = [_text(o) for c in _cells(executed) for o in c.get("outputs", [])]
     line = next((ln for t in texts for ln in t.splitlines() if ln.startswith("PROBE ")), None)
@@ -559,7 +817,14 @@ def test_the_sandbox_hides_the_course_and_the_network(hostile):
     assert probe.pop("read_own_folder") == "ALLOWED"
     assert len(probe) == 9 and not [k for k, v in probe.items() if v == "ALLOWED"], probe
     row = _row(hostile, "probes")
-    assert row["status"] == "graded" and row["auto_score"] == row["auto_max"] and row["flags"] == "", row
+    assert row["status"] == "graded" and row["auto_score"] == row["auto_max"], row
+    flags = row["flags"]
+    assert "attempted outside its folder" in flags, flags
+    other = hostile.scores_csv.parent.parent / "submitted" / "zz_honest" / HOSTILE_IN
+    for target in (f"{other}/x.txt", "/gradebook.db", "/planted.txt"):  # the three writes it tried
+        assert f"open for writing {target}" in flags, (target, flags)
+    feedback = (hostile.scores_csv.parent / "feedback" / "probes" / HOSTILE_IN / f"{HOSTILE_IN}.html").read_text()
+    assert "attempted outside" not in feedback and "open for writing" not in feedback
 
 
 def test_the_per_cell_timeout_is_the_one_passed(hostile):
@@ -586,12 +851,35 @@ def test_deleting_and_big_files_are_contained(hostile):
     intact, the others' submissions and the sources untouched (checked by the fixture and the honest
     row), and the feedback folder holds the feedback page only, no file the submission wrote."""
     row = _row(hostile, "deletes_files")
-    assert row["status"] == "graded" and hostile.lost("deletes_files", HOSTILE_IN) == {} and row["flags"] == "", row
+    assert row["status"] == "graded" and hostile.lost("deletes_files", HOSTILE_IN) == {}, row
+    # deleting its own files is its business; the attempted deletions outside its folder are flagged
+    other = hostile.scores_csv.parent.parent / "submitted" / "zz_honest" / HOSTILE_IN
+    assert f"shutil.rmtree {other}" in row["flags"] and "big.bin" not in row["flags"], row["flags"]
     feedback = hostile.scores_csv.parent / "feedback" / "deletes_files" / HOSTILE_IN
     assert sorted(p.name for p in feedback.iterdir()) == [f"{HOSTILE_IN}.html"]
     executed = hostile.scores_csv.parent / "autograded" / "deletes_files" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
     texts = [_text(o) for c in _cells(executed) for o in c.get("outputs", [])]
     assert any("writing 100 MB: OSError" in t for t in texts), "the file-size limit did not stop the 100 MB file"
+
+
+def test_a_process_flood_is_stopped_even_as_root(hostile):
+    """The flood started fewer children than the sandbox's process limit allows and then got EAGAIN
+    (BlockingIOError), also when grading runs as root (the kernel runs under an unprivileged uid of its
+    own: Linux ignores RLIMIT_NPROC for root); its marks are intact, the attempt is flagged, and the
+    submissions graded beside it are not affected."""
+    import os
+
+    from rlbook.grading import Sandbox
+
+    executed = hostile.scores_csv.parent / "autograded" / "forks" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    texts = [_text(o) for c in _cells(executed) for o in c.get("outputs", [])]
+    line = next((ln for t in texts for ln in t.splitlines() if ln.startswith("FORKED ")), None)
+    assert line, "the flood did not run"
+    _, forked, error = line.split()
+    assert error == "BlockingIOError" and 0 < int(forked) < Sandbox().processes, (line, os.geteuid())
+    row = _row(hostile, "forks")
+    assert row["status"] == "graded" and hostile.lost("forks", HOSTILE_IN) == {}, row
+    assert "started a process (os.fork)" in row["flags"], row["flags"]
 
 
 def test_a_dead_kernel_scores_zero_and_the_batch_goes_on(hostile):

@@ -15,9 +15,11 @@
 # 5. a **written answer** on why a baseline does not bias the gradient (3 points).
 #
 # **16 points** in all: 13 autograded (some tests are hidden and run only when your notebook is
-# graded), 3 for the written answer, graded by hand. The tests compare your functions with the
-# `rlbook` library's implementations on inputs you have not seen. Write your code where it says
-# `YOUR CODE HERE` (delete the `raise NotImplementedError()` line) and do not change the test cells.
+# graded), 3 for the written answer, graded by hand. The visible tests compare your functions with
+# stored values of the `rlbook` library's implementations; most test cells also hold hidden tests
+# that do the same on inputs drawn when your notebook is graded, so make your functions correct in
+# general, not just on the examples. Write your code where it says `YOUR CODE HERE`
+# (delete the `raise NotImplementedError()` line) and do not change the test cells.
 #
 # **How your notebook is graded.** It runs in a fresh kernel in a sandbox (no network, no files but its
 # own). Of your code cells, only function and class definitions, imports and constant assignments
@@ -38,6 +40,19 @@ rl.seed_everything(0)
 bandit = rl.SoftmaxBandit(torch.tensor([0.1, 0.3, 0.5, 0.7, 0.9]), bernoulli=True)
 K = bandit.num_arms
 
+# %% build_only=true
+# Run when the assignment is built, then removed: the visible tests' inputs (stored as numbers).
+SCORE_CASES = []
+_g = torch.Generator().manual_seed(0)
+for _B, _A in [(1, 2), (4, 5), (6, 3)]:
+    SCORE_CASES.append((torch.randn(_B, _A, generator=_g, dtype=torch.float64),
+                        torch.randint(0, _A, (_B,), generator=_g)))
+BASELINE_CASES = []
+_g = torch.Generator().manual_seed(1)
+for _n in (3, 8, 20):
+    BASELINE_CASES.append((torch.randn(_n, generator=_g, dtype=torch.float64) + 2.0,
+                           torch.rand(_n, generator=_g, dtype=torch.float64) * 2 + 0.01))
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_score", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 1. The softmax score (3 points)
 #
@@ -55,11 +70,18 @@ def softmax_score(logits, actions):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_softmax_score", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-g = torch.Generator().manual_seed(0)
-for B, A in [(1, 2), (4, 5), (16, 3)]:
-    logits = torch.randn(B, A, generator=g, dtype=torch.float64)
+# (logits, actions) pairs, and the scores the library's implementation gives on them (stored numbers)
+CASES = snapshot(SCORE_CASES)
+EXPECTED = snapshot([rl.softmax_score(logits, actions) for logits, actions in SCORE_CASES])
+for (logits, actions), expected in zip(CASES, EXPECTED):
+    torch.testing.assert_close(softmax_score(logits, actions), expected)
+### BEGIN HIDDEN TESTS
+g = torch.Generator().manual_seed(GRADING_SEED)
+for B, A in [(3, 4), (9, 6), (40, 2)]:
+    logits = 3 * torch.randn(B, A, generator=g, dtype=torch.float64)
     actions = torch.randint(0, A, (B,), generator=g)
     torch.testing.assert_close(softmax_score(logits, actions), rl.softmax_score(logits, actions))
+### END HIDDEN TESTS
 print("softmax score: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_softmax_score_autograd", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -71,6 +93,11 @@ torch.testing.assert_close(softmax_score(logits.detach(), actions), logits.grad)
 ### BEGIN HIDDEN TESTS
 big = torch.tensor([[800.0, 0.0, -800.0]], dtype=torch.float64)  # no overflow
 torch.testing.assert_close(softmax_score(big, torch.tensor([0])), torch.zeros(1, 3, dtype=torch.float64))
+g = torch.Generator().manual_seed(GRADING_SEED + 1)
+logits = (2 * torch.randn(7, 4, generator=g, dtype=torch.float64)).requires_grad_(True)
+actions = torch.randint(0, 4, (7,), generator=g)
+torch.log_softmax(logits, -1)[torch.arange(7), actions].sum().backward()
+torch.testing.assert_close(softmax_score(logits.detach(), actions), logits.grad)
 ### END HIDDEN TESTS
 print("score = autograd: OK")
 
@@ -94,11 +121,18 @@ def optimal_baseline(returns, score_sq_norms):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_optimal_baseline", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-g = torch.Generator().manual_seed(1)
+# (returns, squared norms) pairs, and the library's baseline on them (stored numbers)
+CASES = snapshot(BASELINE_CASES)
+EXPECTED = snapshot([rl.optimal_baseline(returns, sq) for returns, sq in BASELINE_CASES])
+for (returns, sq), expected in zip(CASES, EXPECTED):
+    torch.testing.assert_close(optimal_baseline(returns, sq), expected)
+### BEGIN HIDDEN TESTS
+g = torch.Generator().manual_seed(GRADING_SEED)
 for n in (3, 50, 1000):
     returns = torch.randn(n, generator=g, dtype=torch.float64) + 2.0
     sq = torch.rand(n, generator=g, dtype=torch.float64) * 2 + 0.01
     torch.testing.assert_close(optimal_baseline(returns, sq), rl.optimal_baseline(returns, sq))
+### END HIDDEN TESTS
 print("optimal baseline: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_optimal_baseline_minimises", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -106,12 +140,19 @@ print("optimal baseline: OK")
 # squared norms go, and the result must be the exact optimum, which no other constant beats.
 logits = torch.tensor([1.5, 0.0, -0.5, 0.5, -1.0])
 pi = torch.softmax(logits, 0)
-sq_norms = (rl.softmax_score(logits.expand(K, K), torch.arange(K)) ** 2).sum(-1)  # ‖s_a‖² for each arm a
-b = optimal_baseline(bandit.reward_means, pi * sq_norms)
-torch.testing.assert_close(b, bandit.exact_optimal_baseline(logits))
+# ‖s_a‖² for each arm a, and the exact optimum (stored numbers)
+SQ_NORMS = snapshot((rl.softmax_score(logits.expand(K, K), torch.arange(K)) ** 2).sum(-1))
+EXACT = snapshot(bandit.exact_optimal_baseline(logits))
+b = optimal_baseline(bandit.reward_means, pi * SQ_NORMS)
+torch.testing.assert_close(b, EXACT)
 ### BEGIN HIDDEN TESTS
 for shift in (-0.05, 0.05):
     assert bandit.estimator_variance(logits, float(b)) < bandit.estimator_variance(logits, float(b) + shift)
+g = torch.Generator().manual_seed(GRADING_SEED + 2)
+other = 1.5 * torch.randn(K, generator=g)
+sq_other = (rl.softmax_score(other.expand(K, K), torch.arange(K)) ** 2).sum(-1)
+torch.testing.assert_close(optimal_baseline(bandit.reward_means, torch.softmax(other, 0) * sq_other),
+                           bandit.exact_optimal_baseline(other))
 ### END HIDDEN TESTS
 print("optimal baseline on the bandit: OK")
 
@@ -132,10 +173,21 @@ def gradient_samples(logits, actions, rewards, baseline):
 
 # %% nbgrader={"grade": true, "grade_id": "test_gradient_samples", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 logits = torch.tensor([1.5, 0.0, -0.5, 0.5, -1.0])
-actions, rewards = bandit.sample(logits, 64, torch.Generator().manual_seed(2))
-for b in (0.0, 0.3, 0.9):
-    expected = (rewards - b)[:, None] * rl.softmax_score(logits.expand(64, K), actions)
+# 12 pulls (actions, rewards), and for each baseline the estimates the library's functions give (stored numbers)
+PULLS = snapshot(bandit.sample(logits, 12, torch.Generator().manual_seed(2)))
+EXPECTED = snapshot({b: (PULLS[1] - b)[:, None] * rl.softmax_score(logits.expand(12, K), PULLS[0])
+                     for b in (0.0, 0.3, 0.9)})
+actions, rewards = PULLS
+for b, expected in EXPECTED.items():
     torch.testing.assert_close(gradient_samples(logits, actions, rewards, b), expected)
+### BEGIN HIDDEN TESTS
+g = torch.Generator().manual_seed(GRADING_SEED + 3)
+other = 1.5 * torch.randn(K, generator=g)
+pulled, paid = bandit.sample(other, 40, g)
+for b in torch.rand(3, generator=g).tolist():
+    torch.testing.assert_close(gradient_samples(other, pulled, paid, b),
+                               (paid - b)[:, None] * rl.softmax_score(other.expand(40, K), pulled))
+### END HIDDEN TESTS
 print("gradient samples: OK")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_variance", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -156,6 +208,13 @@ for name, b in baselines.items():
     print(f"baseline {name:8s} b = {b:.3f}: total variance {measured[name]:.4f} (exact {exact:.4f})")
     assert abs(measured[name] - exact) < 0.05 * exact
 assert measured["optimal"] < measured["mean"] < measured["none"]
+### BEGIN HIDDEN TESTS
+pulled, paid = bandit.sample(logits, 20_000, torch.Generator().manual_seed(GRADING_SEED + 4))
+sq = (softmax_score(logits.expand(len(pulled), K), pulled) ** 2).sum(-1)
+for b in (0.0, float(paid.mean()), float(optimal_baseline(paid, sq))):
+    assert abs(float(gradient_samples(logits, pulled, paid, b).var(0).sum())
+               - float(bandit.estimator_variance(logits, b))) < 0.05 * float(bandit.estimator_variance(logits, b))
+### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_reinforce", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 4. REINFORCE on the bandit (3 points)
@@ -191,6 +250,32 @@ for seed in range(3):
     finals.append(curve[-1])
 print("expected reward after 200 steps, seeds 0-2:", [round(x, 3) for x in finals])
 assert min(finals) >= 0.8, "REINFORCE should reach an expected reward of 0.8"
+### BEGIN HIDDEN TESTS
+# The loop is run on the grading seed with every pull recorded, and replayed step by step with the
+# submission's own functions: each step's logits must be the previous step's plus lr times the mean
+# estimate on the pulls drawn there, and each curve entry the exact expected reward after that step.
+# A curve or logits that no training produced fail here.
+seed = GRADING_SEED % 1_000_003
+pulls = []
+def recording_sample(logits, n, generator, sample=bandit.sample):
+    actions, rewards = sample(logits, n, generator)
+    pulls.append((logits.detach().clone(), n, generator.initial_seed(), actions.clone(), rewards.clone()))
+    return actions, rewards
+bandit.sample = recording_sample
+try:
+    final, curve = reinforce_bandit(num_steps=50, batch_size=8, lr=0.7, seed=seed)
+finally:
+    del bandit.sample
+assert len(pulls) == 50 and len(curve) == 50, "one batch of pulls and one curve entry per step"
+steps = [p[0] for p in pulls[1:]] + [final.detach()]
+torch.testing.assert_close(pulls[0][0], torch.zeros(K))
+for (theta, n, from_seed, actions, rewards), after, value in zip(pulls, steps, curve):
+    assert n == 8 and from_seed == seed, "the pulls come from bandit.sample with the seeded generator"
+    sq = (softmax_score(theta.expand(n, K), actions) ** 2).sum(-1)
+    update = gradient_samples(theta, actions, rewards, optimal_baseline(rewards, sq)).mean(0)
+    torch.testing.assert_close(after, theta + 0.7 * update, atol=1e-5, rtol=1e-5)
+    assert abs(value - float(bandit.expected_return(after))) < 1e-5
+### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "question_baseline", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Written answer (3 points, graded by hand).** In the cell below: why does subtracting a constant

@@ -13,9 +13,11 @@
 # 4. a **written answer** on what the clip does to the gradient (3 points).
 #
 # **16 points** in all: 13 autograded (some tests are hidden and run only when your notebook is
-# graded), 3 for the written answer, graded by hand. The tests compare your functions with the
-# `rlbook` library's implementations on inputs you have not seen. Write your code where it says
-# `YOUR CODE HERE` (delete the `raise NotImplementedError()` line) and do not change the test cells.
+# graded), 3 for the written answer, graded by hand. The visible tests compare your functions with
+# stored values of the `rlbook` library's implementations; most test cells also hold hidden tests
+# that do the same on inputs drawn when your notebook is graded, so make your functions correct in
+# general, not just on the examples. Write your code where it says `YOUR CODE HERE`
+# (delete the `raise NotImplementedError()` line) and do not change the test cells.
 #
 # **How your notebook is graded.** It runs in a fresh kernel in a sandbox (no network, no files but its
 # own). Of your code cells, only function and class definitions, imports and constant assignments
@@ -45,6 +47,15 @@ def random_rollout(seed, B=3, T=12):
             "values": torch.randn(B, T, generator=g, dtype=torch.float64),
             "next_values": torch.randn(B, T, generator=g, dtype=torch.float64),
             "terminated": ends & ~truncated, "truncated": truncated}
+
+# %% build_only=true
+# Run when the assignment is built, then removed: the visible tests' inputs (stored as numbers).
+GAE_CASES = [(random_rollout(seed, B=2, T=8), 0.9 + 0.01 * seed, 0.5 + 0.1 * seed) for seed in range(3)]
+CLIP_CASES = []
+_g = torch.Generator().manual_seed(0)
+for _low, _high in [(0.2, 0.2), (0.2, 0.28), (0.1, 0.5)]:
+    CLIP_CASES.append((0.5 * torch.randn(12, generator=_g, dtype=torch.float64), torch.zeros(12, dtype=torch.float64),
+                       torch.randn(12, generator=_g, dtype=torch.float64), _low, _high))
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_gae", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 1. GAE(λ) (5 points)
@@ -76,12 +87,22 @@ def gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_gae", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-for seed in range(6):
-    r = random_rollout(seed)
-    gamma, lam = 0.9 + 0.01 * seed, 0.5 + 0.1 * seed
+# (rollout, γ, λ) triples, and the library's advantages on them (stored numbers)
+CASES = snapshot(GAE_CASES)
+EXPECTED = snapshot([rl.gae(r["rewards"], r["values"], r["next_values"], r["terminated"], r["truncated"], gamma, lam)[0]
+                     for r, gamma, lam in GAE_CASES])
+for (r, gamma, lam), expected in zip(CASES, EXPECTED):
+    mine = gae(r["rewards"], r["values"], r["next_values"], r["terminated"], r["truncated"], gamma, lam)
+    torch.testing.assert_close(mine, expected)
+### BEGIN HIDDEN TESTS
+g = torch.Generator().manual_seed(GRADING_SEED)
+for i in range(6):
+    r = random_rollout(GRADING_SEED + i, B=3, T=12)
+    gamma, lam = (0.8 + 0.2 * torch.rand(2, generator=g, dtype=torch.float64)).tolist()
     expected, _ = rl.gae(r["rewards"], r["values"], r["next_values"], r["terminated"], r["truncated"], gamma, lam)
     mine = gae(r["rewards"], r["values"], r["next_values"], r["terminated"], r["truncated"], gamma, lam)
     torch.testing.assert_close(mine, expected)
+### END HIDDEN TESTS
 print("GAE: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_gae_limits", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -95,6 +116,7 @@ to_go = deltas.flip(-1).cumsum(-1).flip(-1)
 torch.testing.assert_close(gae(r["rewards"], r["values"], r["next_values"], no_end, no_end, 1.0, 1.0), to_go)
 ### BEGIN HIDDEN TESTS
 # a truncation in the middle: the advantage before it ignores everything after it
+r = random_rollout(GRADING_SEED)
 trunc = no_end.clone()
 trunc[:, 5] = True
 a = gae(r["rewards"], r["values"], r["next_values"], no_end, trunc, 0.95, 0.9)
@@ -123,13 +145,21 @@ def clipped_surrogate(log_probs, old_log_probs, advantages, clip_eps_low=0.2, cl
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_clipped_surrogate", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-g = torch.Generator().manual_seed(0)
-for eps_low, eps_high in [(0.2, 0.2), (0.2, 0.28), (0.1, 0.5)]:
-    log_probs = (0.5 * torch.randn(200, generator=g, dtype=torch.float64)).requires_grad_(True)
-    old = torch.zeros(200, dtype=torch.float64)
+# (log_probs, old_log_probs, advantages, ε_low, ε_high), and the library's losses on them (stored numbers)
+CASES = snapshot(CLIP_CASES)
+EXPECTED = snapshot([rl.clipped_surrogate_loss(*case) for case in CLIP_CASES])
+for (log_probs, old, adv, eps_low, eps_high), expected in zip(CASES, EXPECTED):
+    torch.testing.assert_close(clipped_surrogate(log_probs, old, adv, eps_low, eps_high), expected)
+### BEGIN HIDDEN TESTS
+g = torch.Generator().manual_seed(GRADING_SEED)
+for i in range(3):
+    log_probs = 0.5 * torch.randn(200, generator=g, dtype=torch.float64)
+    old = 0.2 * torch.randn(200, generator=g, dtype=torch.float64)
     adv = torch.randn(200, generator=g, dtype=torch.float64)
-    mine = clipped_surrogate(log_probs, old, adv, eps_low, eps_high)
-    torch.testing.assert_close(mine, rl.clipped_surrogate_loss(log_probs, old, adv, eps_low, eps_high))
+    eps_low, eps_high = (0.05 + 0.4 * torch.rand(2, generator=g, dtype=torch.float64)).tolist()
+    torch.testing.assert_close(clipped_surrogate(log_probs, old, adv, eps_low, eps_high),
+                               rl.clipped_surrogate_loss(log_probs, old, adv, eps_low, eps_high))
+### END HIDDEN TESTS
 print("clipped surrogate: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_clipped_surrogate_gradient", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -143,7 +173,7 @@ expected[4] = 0.0  # ρ = 1.5 > 1.2 with Â > 0: no incentive to go further
 expected[5] = 0.0  # ρ = 0.5 < 0.8 with Â < 0: no incentive to go further down
 torch.testing.assert_close(log_probs.grad, expected)
 ### BEGIN HIDDEN TESTS
-g = torch.Generator().manual_seed(1)
+g = torch.Generator().manual_seed(GRADING_SEED + 1)
 log_probs = (0.6 * torch.randn(300, generator=g, dtype=torch.float64)).requires_grad_(True)
 old = 0.1 * torch.randn(300, generator=g, dtype=torch.float64)
 adv = torch.randn(300, generator=g, dtype=torch.float64)

@@ -15,9 +15,10 @@
 #    3 points for the written answer).
 #
 # **17 points** in all: 14 autograded (some tests are hidden and run only when your notebook is
-# graded), 3 for the written answer, graded by hand. Every test compares your function with the
-# `rlbook` library's own implementation on inputs you have not seen, so make your functions correct
-# in general, not just on the examples. Write your code where it says `YOUR CODE HERE` (delete the
+# graded), 3 for the written answer, graded by hand. The visible tests compare your functions with
+# stored values of the `rlbook` library's implementations; most test cells also hold hidden tests
+# that do the same on inputs drawn when your notebook is graded, so make your functions correct in
+# general, not just on the examples. Write your code where it says `YOUR CODE HERE` (delete the
 # `raise NotImplementedError()` line) and do not change the test cells. Use only PyTorch operations.
 #
 # **How your notebook is graded.** It runs in a fresh kernel in a sandbox (no network, no files but its
@@ -52,6 +53,32 @@ def random_batch(seed, num_prompts=3, group_size=4, max_length=7):
             "ref_log_probs": log_probs + 0.5 * torch.randn(B, max_length, generator=g),
             "mask": mask, "group_size": group_size, "max_length": max_length}
 
+# %% build_only=true
+# Run when the assignment is built, then removed: the visible tests' inputs and the library's values.
+VISIBLE_BATCHES = [random_batch(seed, num_prompts=2, group_size=3, max_length=4) for seed in range(3)]
+VISIBLE_LOSSES = [torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(seed))
+                  for seed, b in enumerate(VISIBLE_BATCHES)]
+VISIBLE_ADVANTAGES = [torch.randn(b["rewards"].shape, generator=torch.Generator().manual_seed(10 + seed))
+                      for seed, b in enumerate(VISIBLE_BATCHES)]
+
+
+def _library_grpo_loss(b, advantages, clip_eps, kl_coef, aggregation):
+    lp = b["log_probs"].clone().requires_grad_(True)
+    per_token = (rl.clipped_surrogate_loss(lp, b["old_log_probs"], advantages[:, None], clip_eps)
+                 + kl_coef * rl.kl_k3(lp, b["ref_log_probs"]))
+    if aggregation == "fixed_length_mean":
+        loss = rl.fixed_length_mean(per_token, b["mask"], b["max_length"])
+    else:
+        loss = getattr(rl, aggregation)(per_token, b["mask"])
+    (grad,) = torch.autograd.grad(loss, lp)
+    return loss.detach(), grad
+
+# %% nbgrader={"grade": false, "grade_id": "inputs", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# The visible tests' inputs, stored as numbers: three small batches (2 prompts × 3 completions, up to
+# 4 tokens) and a per-token loss for each. The hidden tests draw others.
+BATCHES = snapshot(VISIBLE_BATCHES)
+LOSSES = snapshot(VISIBLE_LOSSES)
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_advantages", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 1. Group-relative advantages (4 points)
 #
@@ -77,10 +104,17 @@ def group_advantages(rewards, group_size, eps=1e-6):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_group_advantages", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-for seed in range(5):
-    b = random_batch(seed)
+# the library's advantages on the visible batches (stored numbers)
+EXPECTED = snapshot([rl.group_relative_advantages(b["rewards"], b["group_size"], scale="std", std="population")
+                     for b in VISIBLE_BATCHES])
+for b, expected in zip(BATCHES, EXPECTED):
+    torch.testing.assert_close(group_advantages(b["rewards"], b["group_size"]), expected, atol=1e-6, rtol=1e-6)
+### BEGIN HIDDEN TESTS
+for i in range(5):
+    b = random_batch(GRADING_SEED + i, num_prompts=2 + i, group_size=2 + i)
     expected = rl.group_relative_advantages(b["rewards"], b["group_size"], scale="std", std="population")
     torch.testing.assert_close(group_advantages(b["rewards"], b["group_size"]), expected, atol=1e-6, rtol=1e-6)
+### END HIDDEN TESTS
 try:
     group_advantages(torch.ones(7), 4)
     raise AssertionError("a batch of 7 rewards in groups of 4 should raise ValueError")
@@ -99,6 +133,10 @@ assert torch.all(adv[2] == 0), "a group whose rewards are all equal has advantag
 big = torch.tensor([0.0, 100.0, 0.0, 100.0])
 torch.testing.assert_close(group_advantages(big, 2), torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-6, rtol=0)
 torch.testing.assert_close(group_advantages(big, 4), torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-6, rtol=0)
+spread = 0.1 + torch.rand(5, 6, generator=torch.Generator().manual_seed(GRADING_SEED)) * 10
+adv = group_advantages(spread.reshape(-1), 6).reshape(5, 6)
+torch.testing.assert_close(adv.mean(1), torch.zeros(5), atol=1e-6, rtol=0)
+torch.testing.assert_close(adv.std(1, unbiased=False), torch.ones(5), atol=1e-4, rtol=0)
 ### END HIDDEN TESTS
 print("scale: OK")
 
@@ -118,11 +156,19 @@ def k3(log_probs, ref_log_probs):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_k3", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-for seed in range(5):
-    b = random_batch(seed)
+# the library's k3 on the visible batches (stored numbers)
+EXPECTED = snapshot([rl.kl_k3(b["log_probs"], b["ref_log_probs"]) for b in VISIBLE_BATCHES])
+for b, expected in zip(BATCHES, EXPECTED):
+    out = k3(b["log_probs"], b["ref_log_probs"])
+    torch.testing.assert_close(out, expected, atol=1e-8, rtol=1e-8)
+    assert torch.all(out >= 0), "k3 is never negative"
+### BEGIN HIDDEN TESTS
+for i in range(5):
+    b = random_batch(GRADING_SEED + i)
     out = k3(b["log_probs"], b["ref_log_probs"])
     torch.testing.assert_close(out, rl.kl_k3(b["log_probs"], b["ref_log_probs"]), atol=1e-8, rtol=1e-8)
     assert torch.all(out >= 0), "k3 is never negative"
+### END HIDDEN TESTS
 print("k3: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_k3_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -171,25 +217,44 @@ def fixed_length_mean(loss, mask, max_length):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_seq_mean_token_mean", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-for seed in range(5):
-    b = random_batch(seed)
-    loss = torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(seed))
+# the library's values on the visible batches and losses (stored numbers)
+EXPECTED = snapshot([rl.seq_mean_token_mean(loss, b["mask"]) for b, loss in zip(VISIBLE_BATCHES, VISIBLE_LOSSES)])
+for b, loss, expected in zip(BATCHES, LOSSES, EXPECTED):
+    torch.testing.assert_close(seq_mean_token_mean(loss, b["mask"]), expected)
+### BEGIN HIDDEN TESTS
+for i in range(5):
+    b = random_batch(GRADING_SEED + i)
+    loss = torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(GRADING_SEED + i))
     torch.testing.assert_close(seq_mean_token_mean(loss, b["mask"]), rl.seq_mean_token_mean(loss, b["mask"]))
+### END HIDDEN TESTS
 print("seq_mean_token_mean: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_token_mean", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-for seed in range(5):
-    b = random_batch(seed)
-    loss = torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(seed))
+# the library's values on the visible batches and losses (stored numbers)
+EXPECTED = snapshot([rl.token_mean(loss, b["mask"]) for b, loss in zip(VISIBLE_BATCHES, VISIBLE_LOSSES)])
+for b, loss, expected in zip(BATCHES, LOSSES, EXPECTED):
+    torch.testing.assert_close(token_mean(loss, b["mask"]), expected)
+### BEGIN HIDDEN TESTS
+for i in range(5):
+    b = random_batch(GRADING_SEED + i)
+    loss = torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(GRADING_SEED + i))
     torch.testing.assert_close(token_mean(loss, b["mask"]), rl.token_mean(loss, b["mask"]))
+### END HIDDEN TESTS
 print("token_mean: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_fixed_length_mean", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-for seed in range(5):
-    b = random_batch(seed)
-    loss = torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(seed))
+# the library's values on the visible batches and losses (stored numbers)
+EXPECTED = snapshot([rl.fixed_length_mean(loss, b["mask"], b["max_length"])
+                     for b, loss in zip(VISIBLE_BATCHES, VISIBLE_LOSSES)])
+for b, loss, expected in zip(BATCHES, LOSSES, EXPECTED):
+    torch.testing.assert_close(fixed_length_mean(loss, b["mask"], b["max_length"]), expected)
+### BEGIN HIDDEN TESTS
+for i in range(5):
+    b = random_batch(GRADING_SEED + i)
+    loss = torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(GRADING_SEED + i))
     torch.testing.assert_close(fixed_length_mean(loss, b["mask"], b["max_length"]),
                                rl.fixed_length_mean(loss, b["mask"], b["max_length"]))
+### END HIDDEN TESTS
 print("fixed_length_mean: OK")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_loss", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -223,25 +288,39 @@ def grpo_loss(log_probs, old_log_probs, ref_log_probs, advantages, mask, clip_ep
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_grpo_loss", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-def reference_grpo_loss(b, advantages, clip_eps, kl_coef, aggregation):
-    per_token = (rl.clipped_surrogate_loss(b["log_probs"], b["old_log_probs"], advantages[:, None], clip_eps)
-                 + kl_coef * rl.kl_k3(b["log_probs"], b["ref_log_probs"]))
-    if aggregation == "fixed_length_mean":
-        return rl.fixed_length_mean(per_token, b["mask"], b["max_length"])
-    return getattr(rl, aggregation)(per_token, b["mask"])
-
-
-for seed, aggregation in enumerate(["seq_mean_token_mean", "token_mean", "fixed_length_mean"] * 2):
-    b = random_batch(seed)
-    advantages = torch.randn(b["rewards"].shape, generator=torch.Generator().manual_seed(seed))
+AGGREGATIONS = ["seq_mean_token_mean", "token_mean", "fixed_length_mean"]
+# advantages for the visible batches, and the library's loss and its gradient on them (stored numbers)
+ADVANTAGES = snapshot(VISIBLE_ADVANTAGES)
+EXPECTED = snapshot([_library_grpo_loss(b, adv, 0.2, 0.04, aggregation) for b, adv, aggregation
+                     in zip(VISIBLE_BATCHES * 2, VISIBLE_ADVANTAGES * 2, AGGREGATIONS + AGGREGATIONS[::-1])])
+for b, advantages, aggregation, (loss, loss_grad) in zip(BATCHES * 2, ADVANTAGES * 2,
+                                                         AGGREGATIONS + AGGREGATIONS[::-1], EXPECTED):
     lp = b["log_probs"].clone().requires_grad_(True)
     mine = grpo_loss(lp, b["old_log_probs"], b["ref_log_probs"], advantages, b["mask"], 0.2, 0.04, aggregation)
     (grad,) = torch.autograd.grad(mine, lp)
+    torch.testing.assert_close(mine, loss)
+    torch.testing.assert_close(grad, loss_grad)  # same gradient, so the clip's zero-gradient region too
+### BEGIN HIDDEN TESTS
+def reference_grpo_loss(b, advantages, clip_eps, kl_coef, aggregation):
+    per_token = (rl.clipped_surrogate_loss(b["log_probs"], b["old_log_probs"], advantages[:, None], clip_eps)
+                 + kl_coef * rl.kl_k3(b["log_probs"], b["ref_log_probs"]))
+    extra = (b["max_length"],) if aggregation.startswith("fixed") else ()
+    return getattr(rl, aggregation)(per_token, b["mask"], *extra)
+
+
+for i, aggregation in enumerate(AGGREGATIONS * 2):
+    b = random_batch(GRADING_SEED + i)
+    advantages = torch.randn(b["rewards"].shape, generator=torch.Generator().manual_seed(GRADING_SEED + i))
+    clip_eps, kl_coef = 0.1 + 0.2 * (i % 2), 0.01 * (i + 1)
+    lp = b["log_probs"].clone().requires_grad_(True)
+    mine = grpo_loss(lp, b["old_log_probs"], b["ref_log_probs"], advantages, b["mask"], clip_eps, kl_coef, aggregation)
+    (grad,) = torch.autograd.grad(mine, lp)
     lp2 = b["log_probs"].clone().requires_grad_(True)
-    theirs = reference_grpo_loss(dict(b, log_probs=lp2), advantages, 0.2, 0.04, aggregation)
+    theirs = reference_grpo_loss(dict(b, log_probs=lp2), advantages, clip_eps, kl_coef, aggregation)
     (grad2,) = torch.autograd.grad(theirs, lp2)
     torch.testing.assert_close(mine, theirs)
-    torch.testing.assert_close(grad, grad2)  # same gradient, so the clip's zero-gradient region too
+    torch.testing.assert_close(grad, grad2)
+### END HIDDEN TESTS
 print("GRPO loss: OK")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_zero", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -249,17 +328,25 @@ print("GRPO loss: OK")
 #
 # At the first inner step of a GRPO update the policy has not moved yet: `log_probs == old_log_probs`,
 # and at the very start of training the reference is the same model too. The cell below evaluates your
-# loss there, with the advantages of section 1 (computed by the library, so that this test only
-# depends on your `grpo_loss`) and the per-sequence mean.
+# loss there, with the advantages of section 1 (the library's, stored, so that this test only depends
+# on your `grpo_loss`) and the per-sequence mean.
 
 # %% nbgrader={"grade": true, "grade_id": "test_loss_is_zero", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-b = random_batch(7)
+b = BATCHES[1]
+ADV = snapshot(rl.group_relative_advantages(VISIBLE_BATCHES[1]["rewards"], 3, scale="std", std="population"))
+lp = b["log_probs"].clone().requires_grad_(True)
+loss = grpo_loss(lp, lp.detach(), lp.detach(), ADV, b["mask"], 0.2, 0.04, "seq_mean_token_mean")
+(grad,) = torch.autograd.grad(loss, lp)
+print(f"loss = {loss.item():.2e}, gradient norm = {grad.norm().item():.3f}")
+assert abs(loss.item()) < 1e-6 and grad.norm().item() > 0.1
+### BEGIN HIDDEN TESTS
+b = random_batch(GRADING_SEED + 7)
 lp = b["log_probs"].clone().requires_grad_(True)
 adv = rl.group_relative_advantages(b["rewards"], b["group_size"], scale="std", std="population")
 loss = grpo_loss(lp, lp.detach(), lp.detach(), adv, b["mask"], 0.2, 0.04, "seq_mean_token_mean")
 (grad,) = torch.autograd.grad(loss, lp)
-print(f"loss = {loss.item():.2e}, gradient norm = {grad.norm().item():.3f}")
-assert abs(loss.item()) < 1e-6 and grad.norm().item() > 0.1
+assert abs(loss.item()) < 1e-6 and (grad.norm().item() > 0.01 or adv.abs().max() == 0)
+### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "question_loss_zero", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Written answer (3 points, graded by hand).** In a few sentences, in the cell below: why is the loss

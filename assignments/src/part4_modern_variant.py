@@ -22,8 +22,9 @@
 #   over the completion's real tokens ($|o|$ of them, the mask).
 #
 # **14 points** in all: 6 autograded (one test is hidden and runs only when your notebook is
-# graded), and 8 for the written comparison, graded by hand. The tests compare your loss with the
-# `rlbook` library's implementation of the variant you chose. Write your code where it says
+# graded), and 8 for the written comparison, graded by hand. The tests compare your loss with values
+# of the `rlbook` library's implementation of the variant you chose (stored numbers in the visible
+# tests, inputs you have not seen in the hidden one). Write your code where it says
 # `YOUR CODE HERE` (delete the `raise NotImplementedError()` line) and do not change the test cells.
 #
 # **How your notebook is graded.** It runs in a fresh kernel in a sandbox (no network, no files but its
@@ -44,14 +45,6 @@ import rlbook as rl
 
 rl.seed_everything(0)
 torch.set_num_threads(1)
-
-# the library's implementations, used by the tests and for the GRPO baseline
-REFERENCE = {
-    "grpo": lambda lp, old, adv, mask: rl.clipped_surrogate_loss(lp, old, adv, 0.2),
-    "dapo_clip_higher": lambda lp, old, adv, mask: rl.clipped_surrogate_loss(lp, old, adv, 0.2, 0.28),
-    "cispo": lambda lp, old, adv, mask: rl.cispo_loss(lp, old, adv, 1.0, 0.28),
-    "gspo": lambda lp, old, adv, mask: rl.gspo_loss(lp, old, adv, mask, 3e-4, 4e-4),
-}
 
 # The task: 4 prompts, each with a hidden target string of 8 tokens from a vocabulary of 6. The policy
 # is a table of logits (one softmax per prompt and position); a completion's reward is the fraction of
@@ -92,6 +85,22 @@ def train(loss_fn, num_steps=25, epochs=8, lr=0.1, seed=0):
             out["reward"].append(float(torch.softmax(logits, -1).gather(-1, TARGET[..., None]).mean()))
     return out
 
+# %% build_only=true
+# Run when the assignment is built, then removed: the library's losses, the visible tests' inputs,
+# and GRPO's training curves (stored as numbers).
+LIBRARY = {
+    "grpo": lambda lp, old, adv, mask: rl.clipped_surrogate_loss(lp, old, adv, 0.2),
+    "dapo_clip_higher": lambda lp, old, adv, mask: rl.clipped_surrogate_loss(lp, old, adv, 0.2, 0.28),
+    "cispo": lambda lp, old, adv, mask: rl.cispo_loss(lp, old, adv, 1.0, 0.28),
+    "gspo": lambda lp, old, adv, mask: rl.gspo_loss(lp, old, adv, mask, 3e-4, 4e-4),
+}
+LOSS_CASES = []
+_g = torch.Generator().manual_seed(0)
+for _B, _T in [(4, 5), (6, 4)]:
+    _lp = -torch.rand(_B, _T, generator=_g) * 3
+    LOSS_CASES.append((_lp, _lp + 0.3 * torch.randn(_B, _T, generator=_g), torch.randn(_B, 1, generator=_g),
+                       torch.arange(_T)[None, :] < torch.randint(1, _T + 1, (_B, 1), generator=_g)))
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_choose", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 1. Choose and implement (4 points)
 #
@@ -126,20 +135,38 @@ def variant_loss(log_probs, old_log_probs, advantages, mask):
 
 # %% nbgrader={"grade": true, "grade_id": "test_variant_loss", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 assert VARIANT in ("dapo_clip_higher", "cispo", "gspo"), f"VARIANT must be one of the three names, got {VARIANT!r}"
-g = torch.Generator().manual_seed(0)
-for B, T in [(4, 5), (16, 8)]:
+# (log_probs, old_log_probs, advantages, mask), and each variant's loss by the library's
+# implementation on them (stored numbers; only the real tokens are compared)
+CASES = snapshot(LOSS_CASES)
+EXPECTED = snapshot({name: [LIBRARY[name](*case) for case in LOSS_CASES] for name in ("dapo_clip_higher", "cispo", "gspo")})
+for (log_probs, old, adv, mask), expected in zip(CASES, EXPECTED[VARIANT]):
+    torch.testing.assert_close(variant_loss(log_probs, old, adv, mask)[mask], expected[mask])
+### BEGIN HIDDEN TESTS
+REFERENCE = {
+    "dapo_clip_higher": lambda lp, old, adv, mask: rl.clipped_surrogate_loss(lp, old, adv, 0.2, 0.28),
+    "cispo": lambda lp, old, adv, mask: rl.cispo_loss(lp, old, adv, 1.0, 0.28),
+    "gspo": lambda lp, old, adv, mask: rl.gspo_loss(lp, old, adv, mask, 3e-4, 4e-4),
+}
+g = torch.Generator().manual_seed(GRADING_SEED)
+for B, T in [(4, 5), (16, 8), (9, 3)]:
     log_probs = -torch.rand(B, T, generator=g) * 3
     old = log_probs + 0.3 * torch.randn(B, T, generator=g)
     adv = torch.randn(B, 1, generator=g)
     mask = torch.arange(T)[None, :] < torch.randint(1, T + 1, (B, 1), generator=g)
     torch.testing.assert_close(variant_loss(log_probs, old, adv, mask)[mask],
                                REFERENCE[VARIANT](log_probs, old, adv, mask)[mask])
+### END HIDDEN TESTS
 print(f"{VARIANT} loss: OK")
 
 # %% nbgrader={"grade": true, "grade_id": "test_variant_gradient", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 # the gradient of the aggregated loss, which is what training uses
 ### BEGIN HIDDEN TESTS
-g = torch.Generator().manual_seed(1)
+REFERENCE = {
+    "dapo_clip_higher": lambda lp, old, adv, mask: rl.clipped_surrogate_loss(lp, old, adv, 0.2, 0.28),
+    "cispo": lambda lp, old, adv, mask: rl.cispo_loss(lp, old, adv, 1.0, 0.28),
+    "gspo": lambda lp, old, adv, mask: rl.gspo_loss(lp, old, adv, mask, 3e-4, 4e-4),
+}
+g = torch.Generator().manual_seed(GRADING_SEED + 1)
 log_probs = (-torch.rand(12, 6, generator=g) * 3).requires_grad_(True)
 old = log_probs.detach() + 0.4 * torch.randn(12, 6, generator=g)
 adv = torch.randn(12, 1, generator=g)
@@ -153,14 +180,16 @@ print("gradient: checked when graded")
 # %% [markdown] nbgrader={"grade": false, "grade_id": "task_train", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 2. Train with it (2 points)
 #
-# The cell below trains with your loss for 25 steps on three seeds and, beside it, with GRPO's clipped
-# loss (the library's), and plots both. The expected reward starts at 1/6 (every token uniformly
-# likely); your variant must reach an average of at least 0.75 over the three seeds. Each run takes
-# well under a second.
+# The cell below trains with your loss for 25 steps on three seeds and plots it beside GRPO's clipped
+# loss (the library's, trained on the same seeds when the assignment was built: its curves are
+# stored). The expected reward starts at 1/6 (every token uniformly likely); your variant must reach
+# an average of at least 0.75 over the three seeds. Each run takes well under a second.
 
 # %% nbgrader={"grade": true, "grade_id": "test_variant_training", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-runs = {name: [train(fn, seed=seed) for seed in range(3)] for name, fn in
-        [("grpo (library)", REFERENCE["grpo"]), (f"{VARIANT} (yours)", variant_loss)]}
+# GRPO's clipped loss (the library's) trained by `train` on seeds 0-2 when the assignment was built
+GRPO_RUNS = snapshot([{k: [round(x, 4) for x in v] for k, v in train(LIBRARY["grpo"], seed=seed).items()}
+                      for seed in range(3)])
+runs = {"grpo (library, stored)": GRPO_RUNS, f"{VARIANT} (yours)": [train(variant_loss, seed=seed) for seed in range(3)]}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), dpi=80)
 for k, (name, results) in enumerate(runs.items()):
     for i, r in enumerate(results):
