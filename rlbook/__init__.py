@@ -3,7 +3,8 @@
 Flat public API: ``import rlbook as rl`` then ``rl.rewards_to_go(...)``, ``rl.gae(...)``, ...
 Each name lives in one small module (one equation, one pure function); this file only gathers
 them. The language-model pieces live in :mod:`rlbook.lm` (imported on first use, as they pull in
-``transformers``).
+``transformers``). The book's machinery (the ``rlbook`` command, the site, the explorers' server,
+claims and headlines, exercise checkers) lives in :mod:`rlbook.app`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ _MODULES = [
     "seeding",
     "config",
     "history",
-    "headline",
-    "claims",
+    "app.headline",
+    "app.claims",
     "stats",
     # --- Part I (returns, score functions, REINFORCE) ---
     "returns",
@@ -61,7 +62,14 @@ for _name in _MODULES:
         __all__.append(_public)
 
 
+# the book's machinery lives in rlbook.app (see its docstring); these names stay reachable as
+# rl.<name> and `from rlbook import <name>`, imported on first use
+_APP = ("cli", "site", "explore", "claims", "headline", "exercises")
+
+
 def __getattr__(name: str):
-    if name in ("lm", "widgets", "reference", "exercises"):
+    if name in ("lm", "widgets", "reference"):
         return importlib.import_module(f"rlbook.{name}")
+    if name in _APP:
+        return importlib.import_module(f"rlbook.app.{name}")
     raise AttributeError(f"module 'rlbook' has no attribute {name!r}")

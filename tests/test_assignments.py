@@ -492,7 +492,7 @@ def test_grade_rejects_bad_arguments(tmp_path):
 
 
 def test_cli_lists_the_assignments():
-    out = subprocess.run([sys.executable, "-m", "rlbook.cli", "assignments", "list"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "rlbook.app.cli", "assignments", "list"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     for name in NAMES:
@@ -507,7 +507,7 @@ def released(tmp_path_factory):
     if importlib.util.find_spec("nbgrader") is None:
         pytest.skip('nbgrader is not installed: pip install -e ".[assignments]"')
     course = tmp_path_factory.mktemp("course")
-    out = subprocess.run([sys.executable, "-m", "rlbook.cli", "assignments", "release", "--out", str(course)],
+    out = subprocess.run([sys.executable, "-m", "rlbook.app.cli", "assignments", "release", "--out", str(course)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     paths = {Path(line).parent.name: Path(line) for line in out.stdout.split()}
@@ -536,7 +536,7 @@ def test_cli_grades_a_folder(released, tmp_path):
     _require_grading()
     name = HOSTILE_IN
     _submit(tmp_path / "submitted", "alice", name, released[name])
-    out = subprocess.run([sys.executable, "-m", "rlbook.cli", "assignments", "grade", str(tmp_path / "submitted"),
+    out = subprocess.run([sys.executable, "-m", "rlbook.app.cli", "assignments", "grade", str(tmp_path / "submitted"),
                           name, "--out", str(tmp_path / "graded"), "--timeout", "60"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 import torch
 
-from rlbook import cli, exercises
+from rlbook.app import chapters, cli, exercises
 from rlbook.returns import rewards_to_go
 
 
@@ -67,7 +67,7 @@ def test_run_unknown_chapter(book, capsys):
 
 def test_no_notebooks_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "__file__", str(tmp_path / "x" / "cli.py"))
+    monkeypatch.setattr(chapters, "PACKAGE_ROOT", tmp_path / "x" / "rlbook")  # no package copy either
     with pytest.raises(FileNotFoundError, match="notebooks"):
         cli.find_notebooks_dir(tmp_path)
 

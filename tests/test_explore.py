@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rlbook import cli, explore
+from rlbook.app import cli, explore
 
 NAMES = ["clip", "advantage", "kl", "gae", "trust-region"]
 needs_voila = pytest.mark.skipif(importlib.util.find_spec("voila") is None, reason="Voilà is not installed")
@@ -173,7 +173,7 @@ def test_kernel_manager_refuses_past_the_limit_even_when_loads_overlap():
     from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
     from tornado import web
 
-    from rlbook import explore_kernels as ek
+    from rlbook.app import explore_kernels as ek
 
     started = []
 
@@ -205,7 +205,7 @@ def test_kernel_manager_refuses_past_the_limit_even_when_loads_overlap():
 
 @needs_voila
 def test_xsrf_hook_sets_the_cookie_the_page_sends_back():
-    from rlbook import explore_kernels as ek
+    from rlbook.app import explore_kernels as ek
 
     class Handler:
         touched = False

@@ -85,18 +85,18 @@ def test_installed_wheel_runs_from_any_folder(wheel, tmp_path):
         sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()
                             and "editable" not in getattr(f, "__name__", "").lower()]
         sys.path.insert(0, {str(target)!r})
-        import rlbook, rlbook.cli, rlbook.site
+        import rlbook, rlbook.app.cli, rlbook.app.site
         assert rlbook.__file__.startswith({str(target)!r}), rlbook.__file__
-        chapters = rlbook.cli.list_chapters()
+        chapters = rlbook.app.cli.list_chapters()
         assert len(chapters) == {len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))}, chapters
         assert "_bundled" in str(chapters[0].path)
-        assert "_bundled" in str(rlbook.site.find_book_dir())
-        html = rlbook.site.build_book(quiet=True)
+        assert "_bundled" in str(rlbook.app.site.find_book_dir())
+        html = rlbook.app.site.build_book(quiet=True)
         assert (html / "index.html").is_file() and (html / "09_grpo.html").is_file(), html
         assert str(html).startswith({str(elsewhere)!r}), html
         served = []  # `rlbook book --serve --no-build` right after `rlbook book` serves that build
-        rlbook.site.serve = lambda path, port: served.append(path)
-        assert rlbook.cli.main(["book", "--serve", "--no-build"]) == 0 and served == [html], served
+        rlbook.app.site.serve = lambda path, port: served.append(path)
+        assert rlbook.app.cli.main(["book", "--serve", "--no-build"]) == 0 and served == [html], served
         import rlbook.assignments
         try:  # the instructor versions are not in the package: nothing finds them
             found = rlbook.assignments.find_assignments_dir()
@@ -106,7 +106,7 @@ def test_installed_wheel_runs_from_any_folder(wheel, tmp_path):
         assert "_bundled" in str(rlbook.assignments.student_assignments_dir())
         for sub in (["list"], ["book", "--help"], ["explore", "--help"], ["assignments", "--help"], ["assignments", "list"]):
             try:
-                code = rlbook.cli.main(sub)
+                code = rlbook.app.cli.main(sub)
             except SystemExit as stop:  # argparse's --help
                 code = stop.code
             assert code == 0, (sub, code)

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 import rlbook as rl
-from rlbook import cli, site
+from rlbook.app import cli, site
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -88,13 +88,17 @@ def test_glossary_code_names_exist_in_the_library():
             of_fn = re.search(rf"`{name}` of `rl\.(\w+)`", code)
             known = of_fn or name in fields or name in {"advantages", "log_probs", "old_log_probs", "ref_log_probs"}
             assert known, f"`{name}` in the glossary is neither a GRPOConfig field nor an argument of a named function"
-        for doc in re.findall(r"\{doc\}`(\w+)`", row):
-            assert doc in CHAPTERS, doc
+        # "first met": {doc}`ch. N <NN_name>`, its text naming the chapter it links to
+        met = row.rstrip(" |").rsplit("|", 1)[1]
+        links = re.findall(r"\{doc\}`ch\. (\d+) <(\w+)>`", met)
+        assert links and len(links) == met.count("{doc}"), f"'first met' is not {{doc}}`ch. N <NN_name>`: {met}"
+        for number, doc in links:
+            assert doc in CHAPTERS and int(doc[:2]) == int(number), (number, doc)
 
 
 def test_find_book_dir_finds_the_clone_and_fails_clearly(tmp_path, monkeypatch):
     assert site.find_book_dir(ROOT / "tests") == BOOK
-    monkeypatch.setattr(site, "__file__", str(tmp_path / "pkg" / "rlbook" / "site.py"))
+    monkeypatch.setattr(site, "PACKAGE_ROOT", tmp_path / "pkg" / "rlbook")  # no packaged copy either
     with pytest.raises(FileNotFoundError, match="_config.yml"):
         site.find_book_dir(tmp_path)
 

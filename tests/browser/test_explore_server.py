@@ -48,7 +48,7 @@ def server(chromium_path, tmp_path_factory):
     cwd = tmp_path_factory.mktemp("explore-server")
     log_path = cwd / "voila.log"
     port = free_port()
-    cmd = [sys.executable, "-m", "rlbook.cli", "explore", "kl", "--port", str(port), "--no-browser",
+    cmd = [sys.executable, "-m", "rlbook.app.cli", "explore", "kl", "--port", str(port), "--no-browser",
            "--max-kernels", str(MAX_KERNELS), "--idle-timeout", str(IDLE_TIMEOUT)]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=cwd, env=dict(os.environ, MPLBACKEND="Agg"), stdout=log,

@@ -54,7 +54,7 @@ def explore_server(chromium_path, tmp_path_factory):
     port = free_port()
     env = dict(os.environ, MPLBACKEND="Agg")  # the app must still draw inline figures
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "rlbook.cli", "explore", "--port", str(port), "--no-browser"],
+        proc = subprocess.Popen([sys.executable, "-m", "rlbook.app.cli", "explore", "--port", str(port), "--no-browser"],
                                 cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = _Server(proc, f"http://127.0.0.1:{port}/", log_path)
     try:

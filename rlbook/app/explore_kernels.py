@@ -13,14 +13,14 @@ the three holes:
   page's shutdown request on ``beforeunload`` then carries it and is accepted, so closing or
   reloading a page shuts its kernel down at once.
 * culling (Jupyter Server's ``MappingKernelManager.cull_idle_timeout`` / ``cull_interval``, with
-  ``cull_connected`` off, set by :func:`rlbook.explore.voila_command`): a kernel that no page is
+  ``cull_connected`` off, set by :func:`rlbook.app.explore.voila_command`): a kernel that no page is
   connected to (a tab that crashed, a laptop that went to sleep, a request that never arrived) is
   shut down after that many idle seconds; a kernel with an open page is kept.
 * :class:`BoundedKernelManager`: at most ``max_kernels`` kernels at once; the next page load is
   answered ``503`` with a message saying why and what to do, instead of starting another kernel
   (the ``rlbook`` template's ``error.html`` shows it).
 
-:mod:`rlbook.explore` copies this file beside the app as ``rlbook_explore_kernels.py`` and Voilà
+:mod:`rlbook.app.explore` copies this file beside the app as ``rlbook_explore_kernels.py`` and Voilà
 imports it from there, so it must not import ``rlbook`` (that would load torch into the server).
 """
 

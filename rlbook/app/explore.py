@@ -28,7 +28,7 @@ as a "⚠ ..." message). Voilà starts a kernel per page load and executes the c
 move then runs in that live kernel. Ctrl-C (or SIGTERM) stops Voilà, which shuts its kernels down;
 the temporary folder is removed.
 
-Kernels cannot pile up (:mod:`rlbook.explore_kernels`, copied beside the app and configured by
+Kernels cannot pile up (:mod:`rlbook.app.explore_kernels`, copied beside the app and configured by
 ``config/voila.py`` and the command line): closing or reloading a page shuts its kernel down (the
 page's request now carries its ``_xsrf`` cookie); a kernel no page is connected to is shut down after
 ``--idle-timeout`` idle seconds (Jupyter Server's culling); and past ``--max-kernels`` pages a visitor
@@ -200,7 +200,7 @@ def voila_command(notebook: Path, port: int | None, open_browser: bool, max_kern
                   idle_timeout: int = IDLE_TIMEOUT) -> list[str]:
     """The ``python -m voila`` command line serving ``notebook`` on 127.0.0.1.
 
-    Kernels: at most ``max_kernels`` at once (:class:`rlbook.explore_kernels.BoundedKernelManager`),
+    Kernels: at most ``max_kernels`` at once (:class:`rlbook.app.explore_kernels.BoundedKernelManager`),
     and one that no page is connected to is shut down after ``idle_timeout`` idle seconds (Jupyter
     Server's culling, checked every ``idle_timeout / 2`` s, at most every 30 s).
 

@@ -44,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 
+from rlbook.app.chapters import PACKAGE_ROOT, list_chapters
+
 __all__ = ["find_book_dir", "stage_book", "build_book", "serve", "add_subparser",
            "collapse_solutions", "link_citations", "arxiv_keys", "strip_test_markers", "add_live_explorer_notes",
            "live_explorer_note"]
@@ -65,8 +67,8 @@ def find_book_dir(start: Path | None = None) -> Path:
     """
     here = (start or Path.cwd()).resolve()
     candidates = [p / "book" for p in (here, *here.parents)]
-    candidates.append(Path(__file__).resolve().parents[1] / "book")  # an editable install
-    candidates.append(Path(__file__).resolve().parent / "_bundled" / "book")  # a wheel
+    candidates.append(PACKAGE_ROOT.parent / "book")  # an editable install
+    candidates.append(PACKAGE_ROOT / "_bundled" / "book")  # a wheel
     for c in candidates:
         if (c / "_config.yml").is_file() and (c / "_toc.yml").is_file():
             return c
@@ -216,7 +218,6 @@ def stage_book(stage_dir: Path, book_dir: Path | None = None, notebooks_dir: Pat
     """
     import nbformat
 
-    from rlbook.cli import list_chapters
 
     book_dir = book_dir or find_book_dir()
     chapters = list_chapters(notebooks_dir)
@@ -299,7 +300,7 @@ def default_build_dir(book_dir: Path | None = None) -> Path:
 
 
 def _is_packaged(book_dir: Path) -> bool:
-    return Path(__file__).resolve().parent in Path(book_dir).resolve().parents
+    return PACKAGE_ROOT in Path(book_dir).resolve().parents
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -16,64 +16,16 @@ cell's error is printed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from rlbook.app.chapters import PACKAGE_ROOT, Chapter, find_notebooks_dir, list_chapters
+from rlbook.app.headline import HEADLINE_MARK
 from rlbook.config import SIZES
-from rlbook.headline import HEADLINE_MARK
 
 __all__ = ["Chapter", "find_notebooks_dir", "list_chapters", "run_chapter", "main"]
-
-
-@dataclass
-class Chapter:
-    """A chapter notebook: its number (``"03"``), title and path."""
-
-    number: str
-    title: str
-    path: Path
-
-
-def find_notebooks_dir(start: Path | None = None) -> Path:
-    """The ``notebooks/`` folder: under ``start`` (default: the working directory) or its parents,
-    else beside the installed package (an editable install from a clone), else the copy of the
-    chapters that the wheel carries (``rlbook/_bundled/notebooks``, see setup.py).
-
-    Raises:
-        FileNotFoundError: no folder with chapter notebooks was found.
-    """
-    here = (start or Path.cwd()).resolve()
-    candidates = [p / "notebooks" for p in (here, *here.parents)]
-    candidates.append(Path(__file__).resolve().parents[1] / "notebooks")
-    candidates.append(Path(__file__).resolve().parent / "_bundled" / "notebooks")
-    for c in candidates:
-        if c.is_dir() and any(c.glob("[0-9][0-9]_*.ipynb")):
-            return c
-    raise FileNotFoundError("no notebooks/ folder with chapters (NN_name.ipynb) found: run from a clone of the "
-                            "repository, or install rlbook from its wheel, which carries the chapters")
-
-
-def _title(path: Path) -> str:
-    try:
-        cells = json.loads(path.read_text())["cells"]
-    except (OSError, ValueError, KeyError):
-        return path.stem
-    for cell in cells:
-        if cell.get("cell_type") == "markdown":
-            for line in "".join(cell.get("source", "")).splitlines():
-                if line.startswith("#"):
-                    return line.lstrip("#").strip()
-    return path.stem
-
-
-def list_chapters(notebooks_dir: Path | None = None) -> list[Chapter]:
-    """Every ``NN_name.ipynb`` chapter in reading order."""
-    nb_dir = notebooks_dir or find_notebooks_dir()
-    return [Chapter(p.name[:2], _title(p), p) for p in sorted(nb_dir.glob("[0-9][0-9]_*.ipynb"))]
 
 
 def _headline(nb) -> str:
@@ -98,7 +50,7 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
     nb = nbformat.read(chapter.path, as_version=4)
     # chapters from a wheel live inside site-packages: run them in the output folder, and keep their
     # checkpoints in ./runs (unless $RLBOOK_RUNS_DIR says otherwise), never inside the installed package
-    bundled = Path(__file__).resolve().parent in chapter.path.resolve().parents
+    bundled = PACKAGE_ROOT in chapter.path.resolve().parents
     workdir = Path(out_dir) if bundled else chapter.path.parent
     workdir.mkdir(parents=True, exist_ok=True)
     # The kernel's own log (e.g. its "running over TCP without encryption" notice) would interleave
@@ -189,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", help="output folder for executed notebooks (default: runs/<size>)")
     run.set_defaults(fn=_cmd_run)
     # the site, the live explorers and the course assignments: each module adds its own subcommand
-    from rlbook import assignments, explore, site
+    from rlbook import assignments
+    from rlbook.app import explore, site
 
     for module in (site, explore, assignments):
         module.add_subparser(sub)
