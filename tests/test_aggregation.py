@@ -272,3 +272,19 @@ def test_errors_name_the_argument():
             rl.masked_normalize(LOSS, MASK, bad)
     with pytest.raises(ValueError, match="mask"):
         rl.masked_normalize(LOSS, MASK[:, :2], 1.0)
+
+
+def test_masked_whiten_eps_is_added_to_the_std_and_the_gradient_flows_through_mean_and_std():
+    x = torch.tensor([1.0, 3.0, 4.0, 100.0], dtype=F64, requires_grad=True)
+    m = torch.tensor([True, True, True, False])
+    sel = x[:3]
+    mu, sd = sel.mean(), sel.std(correction=0)
+    expected = (sel - mu) / (sd + 0.5)  # an independent formula on the selected elements
+    got = rl.masked_whiten(x, m, eps=0.5)
+    torch.testing.assert_close(got[:3], expected, rtol=1e-12, atol=1e-12)
+    assert got[3] == 0
+    w = torch.tensor([0.3, -1.0, 2.0, 5.0], dtype=F64)
+    (g_got,) = torch.autograd.grad((got * w).sum(), x)
+    (g_exp,) = torch.autograd.grad((expected * w[:3]).sum(), x)
+    torch.testing.assert_close(g_got, g_exp, rtol=1e-12, atol=1e-12)  # ≠ 0 only via μ and σ for a constant w
+    assert g_got[3] == 0

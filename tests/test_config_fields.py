@@ -386,6 +386,50 @@ def test_grpo_log_ref_kl_keeps_a_reference_only_when_asked():
     assert (off["kl"] == 0).all() and on["kl"][1] > 1e-6
 
 
+def test_grpo_logged_entropy_is_the_mean_over_minibatches():
+    # lr = 0: every minibatch is scored at θ0, so with 2 minibatches the logged entropy is the mean of
+    # two token-means of the same rollout, close to the 1-minibatch token-mean (a sum would double it)
+    # and never above log V
+    ents = []
+    for mb in (1, 2):
+        policy = tiny()
+        opt = torch.optim.SGD(policy.parameters(), lr=0.0)
+        m = grpo_step(policy, None, opt, TOK, StubTask(), cfg(prompts_per_step=2, num_minibatches=mb),
+                      torch.Generator().manual_seed(0), FORBIDDEN)
+        ents.append(float(m["entropy"]))
+    assert 0 < ents[1] <= math.log(len(TOK)) and ents[1] == pytest.approx(ents[0], rel=0.05)
+
+
+def test_grpo_optional_counts_accept_one():
+    config = cfg(ref_reset_every=1, max_completions=1)
+    assert (config.ref_reset_every, config.max_completions) == (1, 1)
+    for name in ("ref_reset_every", "max_completions"):
+        with pytest.raises(ValueError, match=name):
+            cfg(**{name: 0})
+
+
+def test_the_configs_the_chapters_print_are_the_librarys_defaults():
+    """Chapters 3, 7 and 9 print ``rl.ReinforceConfig()``, ``rl.PPOConfig()`` and two GRPOConfigs:
+    the stored outputs are what readers see as the defaults, so a default that changes without a
+    rebuild of the chapter (or by a slip) fails here."""
+    import json
+    import re
+    from pathlib import Path
+
+    found = 0
+    for nb in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            out = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+            for line in "".join(cell["source"]).splitlines():
+                m = re.fullmatch(r"print\((rl\.\w+Config\([^()]*\))\)", line.strip())
+                if m:
+                    found += 1
+                    assert str(eval(m.group(1), {"rl": rl})) in out, (nb.name, m.group(1))
+    assert found >= 4
+
+
 def test_grpo_fp32_lm_head_is_applied_when_set():
     for flag, dtype in ((True, torch.float32), (False, torch.bfloat16)):
         policy = tiny(dtype=torch.bfloat16)
@@ -1006,12 +1050,43 @@ def test_train_reinforce_stop_needs_a_full_window_of_20_episodes():
     assert min(hist.episode_returns) >= 5.0 and hist.num_updates == 3
 
 
-def test_train_reinforce_stop_at_return_is_the_rolling_20_mean():
-    c = ReinforceConfig(seed=0, episodes_per_batch=8, total_env_steps=20_000, hidden_sizes=(8,), stop_at_return=25.0,
-                        device="cpu")
+def test_train_reinforce_clears_the_gradient_before_every_backward(monkeypatch):
+    # with Adam replaced by SGD at lr = 0 the policy never moves, so each update's gradient is that
+    # of its own batch alone: the gradient seen at step k must not contain step k−1's
+    grads = []
+
+    class RecordingSGD(torch.optim.SGD):
+        def step(self, closure=None):
+            grads.append(torch.cat([p.grad.reshape(-1).clone() for p in self.param_groups[0]["params"]]))
+            return super().step(closure)
+
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr: RecordingSGD(params, lr=0.0))
+    batches = []
+    real_collect = EpisodeBatcher.collect
+    monkeypatch.setattr(EpisodeBatcher, "collect", lambda self, pol: batches.append(real_collect(self, pol)) or batches[-1])
+    c = ReinforceConfig(seed=3, episodes_per_batch=3, total_env_steps=300, hidden_sizes=(8,), baseline="none",
+                        normalize_advantages=False, max_grad_norm=None, device="cpu")
+    train_reinforce(c, progress=False)
+    assert len(grads) == len(batches) >= 2
+    torch.manual_seed(3)
+    policy = CategoricalMLPPolicy(hidden_sizes=(8,))  # θ0, never moved (lr = 0)
+    for g, batch in zip(grads, batches):
+        w = rl.rewards_to_go(batch.rewards, c.gamma, terminated=batch.terminated, truncated=batch.truncated) * batch.mask
+        lp = torch.log_softmax(policy(batch.obs), -1).gather(-1, batch.actions[..., None]).squeeze(-1)
+        loss = -(lp * w * batch.mask).sum() / batch.obs.shape[0]
+        want = torch.cat([x.reshape(-1) for x in torch.autograd.grad(loss, list(policy.parameters()))])
+        torch.testing.assert_close(g, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("threshold", [25.0, 26.5])
+def test_train_reinforce_stop_at_return_is_the_rolling_20_mean(threshold):
+    # at 26.5 (measured, one thread) the rolling 20 first reaches the bar one update before the
+    # rolling 21 would: a window of the wrong width stops one update late
+    c = ReinforceConfig(seed=0, episodes_per_batch=8, total_env_steps=20_000, hidden_sizes=(8,),
+                        stop_at_return=threshold, device="cpu")
     hist = train_reinforce(c, progress=False)
     returns = np.asarray(hist.episode_returns, dtype=float)
-    reached = [k * 8 >= 20 and returns[k * 8 - 20: k * 8].mean() >= 25.0 for k in range(1, hist.num_updates + 1)]
+    reached = [k * 8 >= 20 and returns[k * 8 - 20: k * 8].mean() >= threshold for k in range(1, hist.num_updates + 1)]
     assert reached[-1] and not any(reached[:-1]) and hist.num_updates > 3
 
 

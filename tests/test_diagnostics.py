@@ -95,3 +95,9 @@ def test_errors_name_argument():
         rl.effective_sample_size(torch.tensor(0.0))
     with pytest.raises(ValueError, match="`log_weights`"):
         rl.effective_sample_size(torch.tensor([math.inf, 0.0]))
+
+
+def test_ess_of_nothing_is_refused():
+    for empty in (torch.zeros(0), torch.zeros(3, 0)):
+        with pytest.raises(ValueError, match="log_weights"):
+            rl.effective_sample_size(empty)

@@ -348,3 +348,15 @@ def test_config_bad_input_is_named():
             cfg(**kw)
     with pytest.raises(ValueError, match="name"):
         GRPOConfig.recipe("grpo2")
+
+
+def test_mixed_groups_by_hand_and_its_errors():
+    r = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.5, 0.5])
+    assert mixed_groups(r, 2).tolist() == [False, True, False]
+    assert mixed_groups(r, 3).tolist() == [True, True]
+    assert mixed_groups(r, 1).tolist() == [False] * 6  # a group of one never carries a signal
+    for bad in (0, -2, 4):
+        with pytest.raises(ValueError, match="group_size"):
+            mixed_groups(r, bad)
+    with pytest.raises(ValueError, match="rewards"):
+        mixed_groups(r.reshape(2, 3), 3)

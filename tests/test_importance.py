@@ -85,3 +85,17 @@ def test_errors_name_argument():
         rl.importance_sampling_estimate(torch.zeros(3), torch.zeros(3), torch.zeros(2))
     with pytest.raises(ValueError, match="`f_values`"):
         rl.importance_sampling_estimate(torch.tensor(1.0), torch.zeros(()), torch.zeros(()))
+
+
+@pytest.mark.parametrize("self_normalized", [False, True])
+def test_estimate_of_a_batch_is_the_estimate_of_each_row(self_normalized):
+    # (..., n): the weights are normalised over the samples (the last dim), never across rows
+    g = torch.Generator().manual_seed(3)
+    f, lp, lq = (torch.randn(3, 5, generator=g, dtype=DT) for _ in range(3))
+    batch = rl.importance_sampling_estimate(f, lp, lq, self_normalized=self_normalized)
+    rows = torch.stack([rl.importance_sampling_estimate(f[i], lp[i], lq[i], self_normalized=self_normalized)
+                        for i in range(3)])
+    torch.testing.assert_close(batch, rows, rtol=1e-12, atol=1e-12)
+    w = (lp - lq).exp()
+    expected = (w * f).sum(-1) / w.sum(-1) if self_normalized else (w * f).mean(-1)
+    torch.testing.assert_close(batch, expected, rtol=1e-12, atol=1e-12)

@@ -325,3 +325,35 @@ def test_a_model_that_drops_its_cache_is_refused_not_sampled_wrongly():
         sample(model=model)
     model.eval()  # the fast path (eval mode) needs no HF cache and samples as before
     assert torch.equal(sample(model=model, seed=3).completion_ids, sample(seed=3).completion_ids)
+
+
+def test_one_token_completions_score_like_the_prompts_last_logits(forward_path):
+    # T = 1: the shared-prefix path returns the prompts' last logits, repeated G times
+    G = 3
+    completions = torch.randint(4, len(TOK), (3 * G, 1), generator=torch.Generator().manual_seed(4))
+    lp = completion_log_probs(POLICY, PROMPTS, completions, PROMPT_MASK)
+    with torch.no_grad():
+        last = torch.log_softmax(POLICY(input_ids=PROMPTS).logits[:, -1].float(), -1).repeat_interleave(G, 0)
+    torch.testing.assert_close(lp.detach(), last.gather(1, completions), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="temperature"):
+        completion_log_probs(POLICY, PROMPTS, completions, PROMPT_MASK, temperature=0.0)
+
+
+def test_sampling_without_a_generator_uses_the_global_seed():
+    args = dict(num_samples=2, max_new_tokens=4, eos_token_id=TOK.eos_token_id, pad_token_id=TOK.pad_token_id)
+    torch.manual_seed(5)
+    a = sample_completions(POLICY, PROMPTS, PROMPT_MASK, **args)
+    torch.manual_seed(5)
+    b = sample_completions(POLICY, PROMPTS, PROMPT_MASK, **args)
+    assert torch.equal(a.completion_ids, b.completion_ids)
+
+
+def test_fp32_lm_head_keeps_a_float32_models_logits_and_returns_the_model():
+    from rlbook.lm.critic import fp32_lm_head
+
+    model = tiny_policy()
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        assert fp32_lm_head(model) is model and fp32_lm_head(model) is model  # idempotent
+        torch.testing.assert_close(model(input_ids=ids).logits, before, rtol=0, atol=0)

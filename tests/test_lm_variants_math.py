@@ -162,8 +162,12 @@ def test_gspo_ignores_padding_values_and_gradcheck():
 def test_gspo_errors_name_the_argument():
     lp, old = torch.zeros(2, 3), torch.zeros(2, 3)
     mask = torch.tensor([[True, False, False], [False, False, False]])
-    with pytest.raises(ValueError, match="completion_mask"):
+    with pytest.raises(ValueError, match=r"completion_mask.*rows \[1\] are empty"):
         rl.gspo_sequence_log_ratio(lp, old, mask)  # row 1 is empty
+    six_empty = torch.zeros(7, 3, dtype=torch.bool)
+    six_empty[6, 0] = True
+    with pytest.raises(ValueError, match=r"rows \[0, 1, 2, 3\] are empty"):  # the first four are named
+        rl.gspo_sequence_log_ratio(torch.zeros(7, 3), torch.zeros(7, 3), six_empty)
     with pytest.raises(ValueError, match="completion_mask"):
         rl.gspo_loss(lp, old, torch.zeros(2), mask)
     full = torch.ones(2, 3, dtype=torch.bool)

@@ -337,6 +337,17 @@ def test_fit_recovers_parameters_from_lightly_noisy_data(seed):
     assert 0.002 < fit["rmse"] < 0.008  # about the noise level
 
 
+def test_fit_of_a_curve_still_rising_runs_to_the_default_c_mid_bound():
+    # r = 0.1 + 1e-4·√C on [10, 1e4] has no midpoint in sight: the fit pushes C_mid to the default
+    # upper bound, max C · 1000 = 1e7, and not beyond; an explicit wider bound lets it go further
+    c = np.geomspace(10, 1e4, 8)
+    r = 0.1 + 1e-4 * np.sqrt(c)
+    fit = rl.fit_compute_curve(c, r, r0=0.1)
+    assert 0.99e7 <= fit["c_mid"] <= 1e7 * (1 + 1e-9)
+    wider = rl.fit_compute_curve(c, r, r0=0.1, c_mid_bounds=(0.01, 1e9))
+    assert wider["c_mid"] > 1.5e7
+
+
 def test_compute_curve_errors():
     c, r, _ = _synthetic(num=6)
     with pytest.raises(ValueError, match="compute"):

@@ -191,3 +191,9 @@ def test_errors_name_the_argument():
         rl.score_sq_norms(torch.zeros(3), num_param_dims=0)
     with pytest.raises(ValueError, match="scores"):
         rl.score_sq_norms(torch.zeros(3), num_param_dims=2)
+
+
+def test_reinforce_loss_takes_lists_and_refuses_nan_log_probs():
+    torch.testing.assert_close(rl.reinforce_loss([-0.5, -1.0], [2.0, -1.0]), torch.tensor([1.0, -1.0]))
+    with pytest.raises(ValueError, match="log_probs"):
+        rl.reinforce_loss(torch.tensor([-0.5, float("nan")]), torch.tensor([2.0, -1.0]))

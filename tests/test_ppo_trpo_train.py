@@ -100,3 +100,29 @@ def test_ppo_accepts_any_finite_clip_band():
     for kw, name in ((dict(clip_eps_low=-0.1), "clip_eps_low"), (dict(clip_eps_high=float("inf")), "clip_eps_high")):
         with pytest.raises(ValueError, match=name):
             train_ppo(PPOConfig(**kw), progress=False)
+
+
+def test_no_config_means_the_default_config_and_the_run_is_timed(monkeypatch):
+    # train_x(None) builds the default config (made tiny here by replacing the class the trainer calls)
+    from rlbook.algos import ppo as ppo_module
+    from rlbook.algos import reinforce as reinforce_module
+    from rlbook.algos import trpo as trpo_module
+    from rlbook.algos.reinforce import ReinforceConfig, train_reinforce
+
+    tiny = {ppo_module: (PPOConfig, dict(total_env_steps=128, num_envs=4, num_steps=32, num_epochs=1, minibatch_size=64)),
+            trpo_module: (TRPOConfig, dict(total_env_steps=128, num_envs=4, num_steps=32, critic_epochs=1)),
+            reinforce_module: (ReinforceConfig, dict(total_env_steps=200, episodes_per_batch=4))}
+    for module, (cls, kw) in tiny.items():
+        monkeypatch.setattr(module, cls.__name__, lambda cls=cls, kw=kw: cls(**kw))
+    for train, steps in ((train_ppo, 128), (train_trpo, 128), (train_reinforce, 200)):
+        hist = train(progress=False)
+        assert hist.env_steps >= steps and hist.wall_seconds > 0, train.__name__
+
+
+def test_trpo_config_bounds():
+    TRPOConfig(damping=0.0).validate()  # no damping is allowed
+    for name in ("max_kl", "critic_lr"):
+        with pytest.raises(ValueError, match=name):
+            TRPOConfig(**{name: 0.0}).validate()
+    with pytest.raises(ValueError, match="damping"):
+        TRPOConfig(damping=-1e-3).validate()

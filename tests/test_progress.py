@@ -63,7 +63,7 @@ def test_console_bar_and_disabled_bar():
     (train_reinforce, ReinforceConfig(total_env_steps=5000, episodes_per_batch=20, stop_at_return=5)),
 ])
 def test_trainers_say_where_they_stopped(train, config, capsys):
-    hist = train(config, progress=True)  # a random policy's rolling return (≈ 20) passes 5 at once
+    hist = train(config)  # the bar is on by default; a random policy's rolling return (≈ 20) passes 5 at once
     err = capsys.readouterr().err
     assert hist.env_steps < config.total_env_steps
     assert "stopped at 5: 100%" in err

@@ -64,6 +64,8 @@ def test_unpaired_interval_is_welchs():
     half = sps.t.ppf(0.975, df) * math.sqrt(va + vb)
     diff = a.mean() - b.mean()
     assert (c.ci_low, c.ci_high) == (pytest.approx(diff - half), pytest.approx(diff + half))
+    pooled = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
+    assert c.sd_diff == pytest.approx(pooled, rel=1e-12) and c.n == 4  # the documented pooled std, the smaller n
     assert c.n == 4 and not c.paired and "seeds per method" in str(c)
     per_question = rl.compare(a, a - 1.0 + np.array([0.1, -0.1, 0.2, 0.0]), unit="questions")
     assert "n = 4 paired questions" in str(per_question)
@@ -204,3 +206,20 @@ def test_claim_refuses_a_value_at_the_end_of_its_range():
         rl.claim("nothing truncated", 0.0, high=0.01, bounds=(0, 1))
     with pytest.raises(ValueError, match="bounds"):
         rl.claim("pass@16 is high", 0.5, low=0.1, bounds=(1, 0))
+
+
+@pytest.mark.parametrize("confidence", [1.0, 1.5, 0.0, "0.9", True])
+def test_confidence_outside_the_open_unit_interval_is_refused_even_where_scipy_is_not_called(confidence):
+    # a constant sample returns before scipy sees the level: the check is ours alone
+    with pytest.raises(ValueError, match="confidence"):
+        rl.mean_ci([1.0, 1.0, 1.0], confidence=confidence)
+    with pytest.raises(ValueError, match="confidence"):
+        rl.bootstrap_ci([1.0, 1.0, 1.0], confidence=confidence)
+
+
+def test_a_comparison_is_immutable():
+    import dataclasses
+
+    c = rl.compare([1.0, 2.0, 3.0], [0.0, 1.5, 2.0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.verdict = "A < B"

@@ -133,6 +133,18 @@ def test_ppo_minibatch_step_clips_the_gradient_norm():
     torch.testing.assert_close(step, -0.1 * g * (0.01 / (g.norm() + 1e-6)), rtol=1e-8, atol=1e-14)
 
 
+def test_ppo_minibatch_step_returns_detached_metrics_evaluated_before_the_step():
+    # documented: "dict of detached 0-d tensors ... (all evaluated before the step)"
+    cfg = _ppo_cfg()
+    model = _actor_critic()
+    mb = _minibatch(model)
+    loss, policy_loss, value_loss = (float(x) for x in _ppo_loss_by_hand(copy.deepcopy(model), mb, cfg)[:3])
+    out = ppo_minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.1), mb, cfg)
+    assert all(v.dim() == 0 and not v.requires_grad for v in out.values())
+    assert (float(out["loss"]), float(out["policy_loss"]), float(out["value_loss"])) == \
+        (pytest.approx(loss, rel=1e-9), pytest.approx(policy_loss, rel=1e-9), pytest.approx(value_loss, rel=1e-9))
+
+
 def test_ppo_update_zeroes_gradients_between_minibatches():
     # one epoch of 3 minibatches with SGD, replayed by hand with fresh gradients for each minibatch
     cfg = _ppo_cfg(num_epochs=2, minibatch_size=10)

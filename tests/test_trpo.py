@@ -267,3 +267,27 @@ def test_errors_name_the_argument():
         flat_grad(torch.ones(2, requires_grad=True), [torch.ones(1, requires_grad=True)])
     with pytest.raises(ValueError, match="advantages"):
         trpo_surrogate(torch.zeros(3), torch.zeros(3), torch.zeros(2))
+
+
+def test_fisher_vector_product_is_detached_even_for_a_direction_with_grad():
+    # documented "(P,) vector F v (+ λ v), detached": a direction that carries a graph (the CG
+    # iterate of a differentiable caller) must not leak it into the product
+    policy, obs = _policy_and_obs()
+    P = sum(p.numel() for p in policy.parameters())
+    v = torch.randn(P, generator=torch.Generator().manual_seed(2), dtype=torch.float64).requires_grad_()
+    fv = fisher_vector_product(_mean_kl_fn(policy, obs), policy, v, damping=0.1)
+    assert not fv.requires_grad and fv.grad_fn is None
+
+
+def test_lists_are_accepted_and_nan_is_refused_like_tensors():
+    A = _random_spd(3, 0).float()
+    b = [1.0, -2.0, 0.5]
+    x = conjugate_gradient(lambda v: A @ v, b, iters=3)
+    torch.testing.assert_close(A @ x, torch.tensor(b), rtol=0, atol=1e-4)
+    lp, old, adv = [-0.5, -1.0], [-0.7, -0.9], [1.0, -2.0]
+    expected = torch.exp(torch.tensor(lp) - torch.tensor(old)) * torch.tensor(adv)
+    torch.testing.assert_close(trpo_surrogate(lp, old, adv), expected)
+    with pytest.raises(ValueError, match="old_log_probs"):
+        trpo_surrogate(torch.tensor(lp), torch.tensor([float("nan"), -0.9]), torch.tensor(adv))
+    with pytest.raises(ValueError, match="`b`"):
+        conjugate_gradient(lambda v: v, torch.tensor([1.0, float("nan")]))

@@ -214,3 +214,71 @@ def test_exercises_registered():
     assert rl.exercises.check("td0_update", rl.td0_update)
     with pytest.raises(AssertionError):
         rl.exercises.check("policy_evaluation", lambda P, r, pi, gamma: rl.policy_evaluation(P, r, pi, 0.5 * gamma))
+
+
+# ----------------------------------------------------------------------------- TD(0): the step-size schedule and the draws
+def _one_state_mdp(reward=2.0):
+    """s0 → terminal s1 under either action (reward ``reward``), then a reset to s0: state 0 is
+    visited exactly once per step, so the n-th estimate has a closed form."""
+    P = torch.zeros(2, 2, 2, dtype=F64)
+    P[:, :, 1] = 1.0
+    r = torch.tensor([[reward, reward], [0.0, 0.0]], dtype=F64)
+    return P, r, torch.full((2, 2), 0.5, dtype=F64), torch.tensor([1.0, 0.0], dtype=F64), [False, True]
+
+
+@pytest.mark.parametrize("step_size, power", [(0.5, None), (0.5, 0.0), (0.5, 1.0), (0.8, 0.6), (1.0, 1.0)])
+def test_td0_step_size_of_the_nth_visit_is_alpha_n_to_the_minus_power(step_size, power):
+    # V_n = V_{n-1} + α·n^(−p)·(r − V_{n-1}) with V_0 = 0 (no bootstrap: the next state is terminal);
+    # p defaults to 0, a constant step size (V_n = r·(1 − (1 − α)^n)).
+    P, r, probs, d0, term = _one_state_mdp()
+    kw = {} if power is None else dict(step_size_power=power)
+    res = rl.td0_policy_evaluation(P, r, probs, d0, 0.9, 7, step_size, torch.Generator().manual_seed(0),
+                                   terminal=term, record_every=1, **kw)
+    v, expected = 0.0, [0.0]
+    for n in range(1, 8):
+        v += step_size * n ** -(power or 0.0) * (2.0 - v)
+        expected.append(v)
+    assert res.steps.tolist() == list(range(8))
+    torch.testing.assert_close(res.history[:, 0], torch.tensor(expected, dtype=F64))
+    assert (res.history[:, 1] == 0).all()
+
+
+def test_td0_records_every_100_steps_by_default_and_the_last_step():
+    P, r, probs, d0, term = _one_state_mdp()
+    res = rl.td0_policy_evaluation(P, r, probs, d0, 0.9, 250, 0.1, torch.Generator().manual_seed(0), terminal=term)
+    assert res.steps.tolist() == [0, 100, 200, 250] and res.history.shape == (4, 2)
+    res = rl.td0_policy_evaluation(P, r, probs, d0, 0.9, 300, 0.1, torch.Generator().manual_seed(0), terminal=term,
+                                   record_every=150)
+    assert res.steps.tolist() == [0, 150, 300]
+
+
+def test_td0_draws_the_action_and_the_next_state_independently():
+    # From s0 both actions pay 1; action 0 stays in s0, action 1 stays with probability 1/2, else ends.
+    # P(stay) = 1/2 + 1/4 = 3/4 and V(s0) = 1 / (1 − 0.9 · 3/4) = 3.08. Drawing the next state with the
+    # action's uniform would make action 1 always end (the upper half of [0, 1)): V = 1 / (1 − 0.45) = 1.82.
+    P = torch.zeros(2, 2, 2, dtype=F64)
+    P[0, 0, 0] = 1.0
+    P[0, 1] = torch.tensor([0.5, 0.5], dtype=F64)
+    P[1, :, 1] = 1.0
+    r = torch.tensor([[1.0, 1.0], [0.0, 0.0]], dtype=F64)
+    probs = torch.full((2, 2), 0.5, dtype=F64)
+    v_true = rl.policy_evaluation(P, r, probs, 0.9, [False, True])
+    assert float(v_true[0]) == pytest.approx(1 / (1 - 0.675))
+    res = rl.td0_policy_evaluation(P, r, probs, torch.tensor([1.0, 0.0], dtype=F64), 0.9, 20_000, 0.02,
+                                   torch.Generator().manual_seed(0), terminal=[False, True])
+    assert abs(float(res.history[-50:, 0].mean()) - float(v_true[0])) < 0.3  # measured: 0.05 off
+
+
+def test_td0_and_policy_evaluation_boundaries():
+    mdp, probs = _random_case(0, num_terminal=1)
+    P, r = mdp.transitions, mdp.rewards
+    gen = lambda: torch.Generator().manual_seed(0)
+    # step size 1 is allowed (α ∈ (0, 1]); above 1 is not
+    rl.td0_policy_evaluation(P, r, probs, mdp.initial_dist, 0.9, 5, 1.0, gen(), terminal=mdp.terminal)
+    for bad in (1.5, 0.0):
+        with pytest.raises(ValueError, match="`step_size` must be in"):
+            rl.td0_policy_evaluation(P, r, probs, mdp.initial_dist, 0.9, 5, bad, gen(), terminal=mdp.terminal)
+    # horizon 0 is the empty sum (V = 0); γ > 1 is refused by iterative evaluation too
+    assert (rl.iterative_policy_evaluation(P, r, probs, 0.9, horizon=0, terminal=mdp.terminal) == 0).all()
+    with pytest.raises(ValueError, match="`gamma` must be in"):
+        rl.iterative_policy_evaluation(P, r, probs, 1.5, terminal=mdp.terminal)
