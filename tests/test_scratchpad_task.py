@@ -66,6 +66,9 @@ def test_format_reward_cases():
     assert f("27+45=", "7+5=12;0072</s>") == 0.0
     assert f("27+45=", "7+5=12;<pad>072</s>") == 0.0
     assert f("27+45=", "7+5=12;072") == 0.0
+    for bad in ("27+4=", "x", 27):  # the prompt is checked as in reward, even for a well-formed completion
+        with pytest.raises(ValueError, match="prompt"):
+            f(bad, "071</s>")
 
 
 def test_working_matches_column_loop_for_all_two_digit_pairs():

@@ -223,3 +223,9 @@ def test_a_comparison_is_immutable():
     c = rl.compare([1.0, 2.0, 3.0], [0.0, 1.5, 2.0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.verdict = "A < B"
+
+
+def test_unpaired_samples_without_spread_give_a_point_interval_and_no_p_value():
+    c = rl.compare([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], paired=False)
+    assert (c.mean_diff, c.ci_low, c.ci_high, c.sd_diff) == (1.0, 1.0, 1.0, 0.0) and math.isnan(c.p_value)
+    assert c.verdict == "A > B"
