@@ -44,6 +44,8 @@ import torch
 import rlbook as rl
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 # One thread, as in chapter 9: sampled tokens then repeat exactly on this machine, and a busy
 # machine slows the chapter down gently instead of stalling it.
 torch.set_num_threads(1)
