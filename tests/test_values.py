@@ -282,3 +282,20 @@ def test_td0_and_policy_evaluation_boundaries():
     assert (rl.iterative_policy_evaluation(P, r, probs, 0.9, horizon=0, terminal=mdp.terminal) == 0).all()
     with pytest.raises(ValueError, match="`gamma` must be in"):
         rl.iterative_policy_evaluation(P, r, probs, 1.5, terminal=mdp.terminal)
+
+
+@pytest.mark.parametrize("gamma", [1.5, -0.1])
+def test_every_value_function_refuses_a_discount_outside_the_unit_interval(gamma):
+    mdp, probs = _random_case(0, num_terminal=1)
+    P, r, term = mdp.transitions, mdp.rewards, mdp.terminal
+    v = torch.zeros(P.shape[0], dtype=F64)
+    calls = [lambda: rl.bellman_expectation_backup(P, r, probs, v, gamma, term),
+             lambda: rl.policy_evaluation(P, r, probs, gamma, term),
+             lambda: rl.iterative_policy_evaluation(P, r, probs, gamma, term),
+             lambda: rl.action_values_from_state_values(P, r, v, gamma, term),
+             lambda: rl.td0_update(v, 0, 1.0, 1, False, gamma, 0.5),
+             lambda: rl.td0_policy_evaluation(P, r, probs, mdp.initial_dist, gamma, 5, 0.5, torch.Generator(),
+                                              terminal=term)]
+    for call in calls:
+        with pytest.raises(ValueError, match="`gamma` must be in"):
+            call()
