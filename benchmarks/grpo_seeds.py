@@ -73,11 +73,14 @@ def main(argv=None) -> dict:
           f" {'pass@8 after':>13} {'wall s':>7}", flush=True)
     rows = []
     if args.workers > 1:
-        with mp.get_context("spawn").Pool(args.workers) as pool:
-            results = pool.imap_unordered(one_seed, jobs)
-            for row in results:
+        pool = mp.get_context("spawn").Pool(args.workers)
+        try:
+            for row in pool.imap_unordered(one_seed, jobs):
                 rows.append(row)
                 _print_row(row)
+        finally:
+            pool.close()
+            pool.join()
     else:
         for job in jobs:
             rows.append(one_seed(job))
