@@ -126,3 +126,20 @@ def test_trpo_config_bounds():
             TRPOConfig(**{name: 0.0}).validate()
     with pytest.raises(ValueError, match="damping"):
         TRPOConfig(damping=-1e-3).validate()
+
+
+def test_trpo_critic_fit_uses_every_transition_in_each_epoch():
+    # one epoch, one minibatch of the whole batch, plain SGD: the step is −lr·∇ mean ½(V − R̂)² over all n
+    from rlbook.algos.trpo import _fit_critic
+    from rlbook.nets import ActorCritic
+
+    torch.manual_seed(0)
+    model = ActorCritic(4, 2, (8,)).double()
+    obs, returns = torch.randn(10, 4, dtype=torch.float64), torch.randn(10, dtype=torch.float64)
+    params = list(model.critic.parameters())
+    grads = torch.autograd.grad((0.5 * (model.value(obs) - returns) ** 2).mean(), params)
+    before = [p.detach().clone() for p in params]
+    cfg = TRPOConfig(critic_epochs=1, critic_minibatch_size=10)
+    _fit_critic(model, torch.optim.SGD(params, lr=0.1), obs, returns, cfg, torch.Generator().manual_seed(1))
+    for p, p0, g in zip(params, before, grads):
+        torch.testing.assert_close(p.detach() - p0, -0.1 * g, rtol=1e-10, atol=1e-12)
