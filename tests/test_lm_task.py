@@ -109,6 +109,9 @@ def test_carry_slip_forgets_only_the_units_carry():
 def test_task_bad_arguments():
     with pytest.raises(ValueError, match="num_digits"):
         AdditionTask(num_digits=4)
+    for bad in (True, 2.0, 0):  # a bool is not a digit count, even though True == 1
+        with pytest.raises(ValueError, match="num_digits"):
+            AdditionTask(num_digits=bad)
     with pytest.raises(ValueError, match="held_out_fraction"):
         AdditionTask(held_out_fraction=1.0)
     with pytest.raises(ValueError, match="split"):
