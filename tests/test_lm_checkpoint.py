@@ -177,3 +177,13 @@ def test_runs_dir_is_the_checkout_root_or_the_env_var(monkeypatch, tmp_path):
     assert str(rl.runs_dir()) == os.path.join(root, "runs")
     monkeypatch.setenv("RLBOOK_RUNS_DIR", str(tmp_path / "elsewhere"))
     assert rl.runs_dir() == (tmp_path / "elsewhere").resolve()
+
+
+def test_train_sft_trains_in_eval_mode_and_checks_warmup():
+    # dropout off during supervised training (the policy is put in eval mode; gradients still flow)
+    model = build_policy(TINY, seed=0)
+    model.train()
+    train_sft(model, TOK, TASK, SFTConfig(num_steps=1, batch_size=8, device="cpu"), progress=False)
+    assert not model.training
+    with pytest.raises(ValueError, match="warmup_steps"):
+        SFTConfig(warmup_steps=-1)

@@ -129,3 +129,17 @@ def test_task_alphabet_budget_and_corrupt():
     for seed in range(20):  # the method is corrupt_answer with the same generator calls
         g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         assert TASK.corrupt("049", g1) == corrupt_answer("049", g2)
+
+
+def test_format_reward_checks_the_prompt_like_reward():
+    for bad in ("27+4=", "x", 27):
+        with pytest.raises(ValueError, match="prompt"):
+            TASK.format_reward(bad, "71</s>")
+
+
+def test_forbidden_ids_are_every_special_id_but_eos():
+    from types import SimpleNamespace
+
+    tok = SimpleNamespace(all_special_ids=[0, 1, 2, 3, 7], eos_token_id=1, pad_token_id=0, bos_token_id=None,
+                          unk_token_id=None)
+    assert forbidden_token_ids(tok) == [0, 2, 3, 7]  # 7: a special id beyond pad, bos and unk

@@ -239,3 +239,17 @@ def test_bad_arguments():
         TASK.corrupt("7+5=12;", torch.Generator())
     with pytest.raises(ValueError, match="split"):
         TASK.sample_problems(2, torch.Generator(), split="test")
+
+
+def test_sft_fingerprint_records_the_whole_model_config():
+    # every field, defaults included: a transformers release that changes a default must not let an
+    # old checkpoint pass for the new config
+    import json
+
+    from rlbook.lm.model import policy_config
+    from rlbook.lm.sft import SFTConfig
+
+    config = policy_config(TOK)
+    recorded = json.loads(_sft_fingerprint(config, TASK, SFTConfig(), torch.device("cpu"))["model_config"])
+    assert recorded == json.loads(config.to_json_string(use_diff=False))
+    assert "layer_norm_epsilon" in recorded and "activation_function" in recorded  # GPT-2 defaults
