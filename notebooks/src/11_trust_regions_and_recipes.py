@@ -45,6 +45,8 @@ import torch
 import rlbook as rl
 
 rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
 torch.set_num_threads(1)  # as in chapters 9 and 10: exact repeats on one machine, gentle when it is busy
 device = rl.get_device()
 SIZE = rl.get_size()  # "small" (default; 2 CPU cores) or "full", via RLBOOK_SIZE
