@@ -201,7 +201,9 @@ class Sandbox:
             for p in [*binds, ipc_dir]:
                 for parent in reversed(Path(p).parents):
                     q = str(parent)
-                    if q not in ("/", "/tmp") and not q.startswith("/tmp/") and q not in made and not any(
+                    # under /tmp too: bwrap would make a CI clone's /tmp/<clone> for its .venv 0700,
+                    # which `uid` cannot enter
+                    if q not in ("/", "/tmp") and q not in made and not any(
                             q == b or q.startswith(b + "/") for b in binds):
                         made.add(q)
                         cmd += ["--perms", "0755", "--dir", q]

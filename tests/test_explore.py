@@ -169,6 +169,7 @@ def test_kernel_manager_refuses_past_the_limit_even_when_loads_overlap():
     """Two page loads at once with one slot: the second is refused (503, the readable message),
     although the first kernel has not finished starting when the second asks."""
     import asyncio
+    import concurrent.futures
 
     from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
     from tornado import web
@@ -191,7 +192,10 @@ def test_kernel_manager_refuses_past_the_limit_even_when_loads_overlap():
     original = AsyncMappingKernelManager.start_kernel
     AsyncMappingKernelManager.start_kernel = slow_start
     try:
-        km, results = asyncio.run(two_loads())
+        # a thread of its own: asyncio.run refuses to start where an event loop already runs (one
+        # left by the browser tests' Playwright earlier in the same session)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            km, results = pool.submit(asyncio.run, two_loads()).result()
     finally:
         AsyncMappingKernelManager.start_kernel = original
     ok = [r for r in results if isinstance(r, str)]
