@@ -165,6 +165,16 @@ def test_as_root_the_kernel_runs_under_an_unprivileged_uid(tmp_path, monkeypatch
     for k, a in enumerate(cmd):
         if a == "--tmpfs":
             assert cmd[k - 4:k - 2] == ["--perms", "1777"], cmd[k - 4:k + 2]
+    # a Python environment inside a clone under /tmp (as in CI): every folder on the way to it, under
+    # /tmp too, is made 0755 before the bind (bwrap would make /tmp/<clone> 0700, closed to `uid`)
+    monkeypatch.setattr(sb, "read_only_paths", lambda: ["/usr", "/tmp/ci-clone/.venv-ci", "/root/.pyenv/versions/3.11"])
+    cmd = sb.command(["python", "-c", "1"], "/submission", [], str(tmp_path / "ipc"), {})
+    made = [cmd[k + 1] for k, a in enumerate(cmd) if a == "--dir"]
+    for folder in ("/tmp/ci-clone", "/root", "/root/.pyenv", "/root/.pyenv/versions"):
+        k = cmd.index(folder)
+        assert folder in made and cmd[k - 3:k] == ["--perms", "0755", "--dir"], folder
+        bind = cmd.index("--ro-bind")
+        assert k < bind
     monkeypatch.setattr(G.os, "geteuid", lambda: 1000)
     assert sb.run_as() is None
 
