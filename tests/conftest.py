@@ -19,3 +19,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def _torch_globals_restored():
+    """Every test starts from, and leaves, torch's default dtype, thread count and grad mode as they
+    were: some tests run assignment or chapter code in this process (part 3's setup sets float64),
+    and a leaked float64 default broke every later test that builds a float32 network."""
+    dtype, threads, grad = torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled()
+    yield
+    torch.set_default_dtype(dtype)
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(grad)
