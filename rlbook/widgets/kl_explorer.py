@@ -142,7 +142,7 @@ def plot_kl_estimators(alpha: float, num_samples: int = 16, num_actions: int = 2
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=80)
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     left, right = get_ax(axes[0]), get_ax(axes[1])
     a = curves["alpha"]
     left.plot(a, curves["kl"], color="k", lw=2.5, label="exact KL(q‖p)")
