@@ -50,6 +50,9 @@ _MODULES = [
     "rewards",
     "steps",
     "algos.grpo",
+    # --- Part V (preferences: Bradley–Terry, the KL-regularised optimum, best-of-N, DPO) ---
+    "preferences",
+    "kl_regularised",
 ]
 
 __all__: list[str] = []

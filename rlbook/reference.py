@@ -581,3 +581,77 @@ def prompt_mean_loop(loss, completion_mask, group_size):
         kept = [x for row_loss, row_mask in rows[start : start + group_size] for x, m in zip(row_loss, row_mask) if m]
         prompts.append(sum(kept) / len(kept) if kept else 0.0)
     return sum(prompts) / len(prompts)
+
+
+# ===================== Part V: preferences, the KL-regularised optimum, best-of-N =====================
+
+
+def bradley_terry_loss_loop(chosen_rewards, rejected_rewards):
+    """−log(e^{r_c} / (e^{r_c} + e^{r_r})) per pair, with Python floats (lists)."""
+    out = []
+    for c, r in zip(chosen_rewards, rejected_rewards):
+        top = max(float(c), float(r))
+        out.append(-(float(c) - top - math.log(math.exp(float(c) - top) + math.exp(float(r) - top))))
+    return out
+
+
+def dpo_loss_loop(pc, pr, rc, rr, beta, label_smoothing=0.0):
+    """DPO / cDPO per pair from its two Bradley–Terry probabilities, with Python floats (lists):
+    p = e^{r̂_c}/(e^{r̂_c} + e^{r̂_r}), loss = −(1−ε) log p − ε log(1 − p), r̂ = β(log π − log π_ref)."""
+    out = []
+    for a, b, c, d in zip(pc, pr, rc, rr):
+        chosen, rejected = beta * (float(a) - float(c)), beta * (float(b) - float(d))
+        (p_chosen,) = bradley_terry_loss_loop([chosen], [rejected])
+        (p_rejected,) = bradley_terry_loss_loop([rejected], [chosen])
+        out.append((1 - label_smoothing) * p_chosen + label_smoothing * p_rejected)
+    return out
+
+
+def dpo_population_loss_loop(log_probs, ref_log_probs, rewards, beta, sampling_probs=None):
+    """Σ over ordered answer pairs (y, y') of μ(y)μ(y')·P_BT(y ≻ y')·DPO loss(y chosen, y' rejected), a double loop."""
+    K = len(log_probs)
+    mu = [math.exp(float(x)) for x in ref_log_probs] if sampling_probs is None else [float(x) for x in sampling_probs]
+    total = 0.0
+    for i in range(K):
+        for j in range(K):
+            p_pref = 1.0 / (1.0 + math.exp(float(rewards[j]) - float(rewards[i])))
+            (loss,) = dpo_loss_loop([log_probs[i]], [log_probs[j]], [ref_log_probs[i]], [ref_log_probs[j]], beta)
+            total += mu[i] * mu[j] * p_pref * loss
+    return total
+
+
+def best_of_n_probs_enumeration(ref_probs, rewards, n, keep="first"):
+    """Best-of-N by listing all K^N draws: each N-tuple has probability Π π_ref(y_k); the kept draw
+    is the first (``keep="first"``) or last (``"last"``) one of highest reward. Returns a list (K,)."""
+    K = len(ref_probs)
+    out = [0.0] * K
+    for draws in itertools.product(range(K), repeat=n):
+        prob = math.prod(float(ref_probs[y]) for y in draws)
+        best = max(float(rewards[y]) for y in draws)
+        tied = [y for y in draws if float(rewards[y]) == best]
+        out[tied[0] if keep == "first" else tied[-1]] += prob
+    return out
+
+
+def kl_regularised_optimum_search(ref_probs, rewards, beta, iters=400):
+    """argmax_π Σ π r − β KL(π‖π_ref) found by numerical optimisation, never using the closed form:
+    exponentiated-gradient (mirror) ascent on the simplex, log π ← log π + η·∇_π J − log-normaliser,
+    with ∇_π J by autograd and η = 1/(2β), from the uniform distribution on π_ref's support, in
+    float64. J is concave on the simplex, so the iteration converges to the maximiser."""
+    ref = torch.as_tensor(ref_probs, dtype=torch.float64)
+    r = torch.as_tensor(rewards, dtype=torch.float64)
+    support = ref > 0
+    log_ref, r_s = ref[support].log(), r[support]
+
+    def objective(pi):
+        return (pi * r_s).sum() - beta * (pi * (pi.log() - log_ref)).sum()
+
+    step = 0.5 / beta
+    log_pi = torch.full_like(log_ref, -math.log(int(support.sum())))
+    for _ in range(iters):
+        pi = log_pi.exp().requires_grad_(True)
+        (grad,) = torch.autograd.grad(objective(pi), pi)
+        log_pi = torch.log_softmax(log_pi + step * grad, -1)
+    out = torch.zeros_like(ref)
+    out[support] = log_pi.exp()
+    return out
