@@ -21,6 +21,10 @@ module                      public names
 ``rlbook.lm.checkpoint``    save_checkpoint, load_checkpoint
 ``rlbook.lm.critic``        build_critic, critic_values (a value head on the policy's GPT-2, for PPO),
                             FP32LMHead, fp32_lm_head (ScaleRL's float32 output layer)
+``rlbook.lm.dpo``           encode_preference_pairs (TRL's pair layout), sequence_log_probs,
+                            compute_per_instance_dpo_loss (CS336's signature)
+``rlbook.lm.reward_model``  build_reward_model, sequence_rewards, RewardModelConfig,
+                            reward_model_step, train_reward_model, reward_model_accuracy
 ==========================  ======================================================================
 
 GRPO itself lives in :mod:`rlbook.algos.grpo` (``rl.train_grpo``, ``rl.GRPOConfig``, ``rl.evaluate``).
@@ -30,7 +34,8 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast", "sft", "standard", "checkpoint", "critic")
+_SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast", "sft", "standard", "checkpoint", "critic",
+               "dpo", "reward_model")
 _EXPORTS = {
     "tokenizer": ["SPECIAL_TOKENS", "DEFAULT_ALPHABET", "build_char_tokenizer", "encode_prompts", "forbidden_token_ids"],
     "task": ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer"],
@@ -42,6 +47,9 @@ _EXPORTS = {
     "standard": ["tokenize_prompt_and_output", "get_response_log_probs"],
     "checkpoint": ["save_checkpoint", "load_checkpoint"],
     "critic": ["build_critic", "critic_values", "FP32LMHead", "fp32_lm_head"],
+    "dpo": ["encode_preference_pairs", "sequence_log_probs", "compute_per_instance_dpo_loss"],
+    "reward_model": ["build_reward_model", "sequence_rewards", "RewardModelConfig", "reward_model_step",
+                     "train_reward_model", "reward_model_accuracy"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
