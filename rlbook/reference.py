@@ -607,6 +607,30 @@ def dpo_loss_loop(pc, pr, rc, rr, beta, label_smoothing=0.0):
     return out
 
 
+
+def ipo_loss_loop(pc, pr, rc, rr, beta):
+    """IPO per pair with Python floats: (log[π(y_c)π_ref(y_r) / (π(y_r)π_ref(y_c))] − 1/(2β))²."""
+    return [(math.log(math.exp(a) * math.exp(d) / (math.exp(b) * math.exp(c))) - 1 / (2 * beta)) ** 2
+            for a, b, c, d in zip(*(map(float, x) for x in (pc, pr, rc, rr)))]
+
+
+def simpo_loss_loop(chosen, rejected, beta, gamma, chosen_lengths, rejected_lengths):
+    """SimPO per pair with Python floats: −log of the Bradley–Terry probability of the length-normalised,
+    γ-shifted rewards, 1/(1 + exp(−(β·lp_c/|y_c| − β·lp_r/|y_r| − γ)))."""
+    return [math.log1p(math.exp(-(beta * float(c) / float(lc) - beta * float(r) / float(lr) - gamma)))
+            for c, r, lc, lr in zip(chosen, rejected, chosen_lengths, rejected_lengths)]
+
+
+def orpo_loss_loop(chosen, rejected, lam):
+    """ORPO per pair from the probabilities themselves: P = exp(mean log-prob), odds = P/(1 − P),
+    loss = −mean log π(y_c) − λ·log(OR/(1 + OR)), OR = odds_c/odds_r."""
+    out = []
+    for c, r in zip(chosen, rejected):
+        pc, pr = math.exp(float(c)), math.exp(float(r))
+        ratio = (pc / (1 - pc)) / (pr / (1 - pr))
+        out.append(-float(c) - lam * math.log(ratio / (1 + ratio)))
+    return out
+
 def dpo_population_loss_loop(log_probs, ref_log_probs, rewards, beta, sampling_probs=None):
     """Σ over ordered answer pairs (y, y') of μ(y)μ(y')·P_BT(y ≻ y')·DPO loss(y chosen, y' rejected), a double loop."""
     K = len(log_probs)

@@ -101,6 +101,24 @@ def test_compute_per_instance_dpo_loss_equals_a_manual_computation_and_trains_on
     assert abs(same.item() - 0.6931471805599453) < 1e-12
 
 
+def test_per_instance_dpo_gradient_is_minus_beta_weight_times_the_sequence_score_difference():
+    """Through the transformer: ∇L = −β·σ(r̂_r − r̂_c)·(∇log π(y_c|x) − ∇log π(y_r|x)), each score by autograd."""
+    lm, lm_ref = _model(0), _model(1)
+    beta = 0.7
+    b = encode_preference_pairs(TOK, ["55+55="], ["110"], ["11"])
+    params = list(lm.parameters())
+    grad_loss = torch.autograd.grad(compute_per_instance_dpo_loss(lm, lm_ref, TOK, beta, "55+55=", "110", "11"), params)
+    seq = sequence_log_probs(lm, **b)
+    score_c = torch.autograd.grad(seq[0], params, retain_graph=True)
+    score_r = torch.autograd.grad(seq[1], params)
+    with torch.no_grad():
+        ref = sequence_log_probs(lm_ref, **b)
+        weight = rl.dpo_gradient_weight(rl.implicit_rewards(seq[:1], ref[:1], beta), rl.implicit_rewards(seq[1:], ref[1:], beta))
+    assert 0.01 < weight.item() < 0.99
+    for g, c, r in zip(grad_loss, score_c, score_r):
+        assert torch.allclose(g, -beta * weight * (c - r), atol=1e-13)
+
+
 def test_preference_layout_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="rejected"):
         encode_preference_pairs(TOK, ["1+2="], ["3"], ["3", "4"])

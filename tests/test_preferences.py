@@ -173,6 +173,19 @@ def test_ipo_population_minimiser_is_azar_et_al_closed_form():
     assert (torch.softmax(theta.detach(), -1) - want).abs().max() < 1e-8
 
 
+@given(st.lists(st.tuples(st.floats(-6, -0.05), st.floats(-6, -0.05), st.floats(-6, -0.05), st.floats(-6, -0.05),
+                          st.integers(1, 9), st.integers(1, 9)), min_size=1, max_size=6),
+       st.floats(0.05, 5.0), st.floats(0.0, 2.0))
+def test_ipo_simpo_orpo_match_their_oracles(rows, beta, gamma):
+    pc, pr, rc, rr, lc, lr = (torch.tensor(col, dtype=DT) for col in zip(*rows))
+    assert torch.allclose(rl.ipo_loss(pc, pr, rc, rr, beta), torch.tensor(R.ipo_loss_loop(pc, pr, rc, rr, beta), dtype=DT),
+                          atol=1e-9, rtol=1e-9)
+    want = torch.tensor(R.simpo_loss_loop(pc * lc, pr * lr, beta, gamma, lc, lr), dtype=DT)
+    assert torch.allclose(rl.simpo_loss(pc * lc, pr * lr, beta, gamma, lc, lr), want, atol=1e-9, rtol=1e-9)
+    assert torch.allclose(rl.orpo_loss(pc, pr, gamma), torch.tensor(R.orpo_loss_loop(pc, pr, gamma), dtype=DT),
+                          atol=1e-9, rtol=1e-9)
+
+
 def test_simpo_is_reference_free_length_normalised_and_matches_its_formula():
     c, r = _randn(5, seed=1) - 8, _randn(5, seed=2) - 8
     lc, lr = torch.tensor([3.0, 4, 5, 6, 7], dtype=DT), torch.tensor([2.0, 8, 5, 1, 3], dtype=DT)
