@@ -53,6 +53,7 @@ _MODULES = [
     # --- Part V (preferences: Bradley–Terry, the KL-regularised optimum, best-of-N, DPO) ---
     "preferences",
     "kl_regularised",
+    "algos.dpo",
 ]
 
 __all__: list[str] = []
