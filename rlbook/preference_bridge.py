@@ -4,8 +4,9 @@ As :mod:`rlbook.bridge` does for GRPO, this module expresses the book's preferen
 TRL's trainers and evaluates TRL's own loss code on a batch given from outside, so a test can
 compare value and gradient with rlbook's on the same float64 model:
 
-* :func:`build_trl_dpo_trainer` makes a ``trl.DPOTrainer`` (``loss_type`` "sigmoid" or "ipo", β,
-  our policy and reference model); :func:`trl_dpo_loss` runs ``DPOTrainer._compute_loss``;
+* :func:`to_trl_dpo_config` maps an :class:`rlbook.DPOConfig` onto a ``trl.DPOConfig`` (and names
+  what TRL's DPOTrainer cannot express); :func:`build_trl_dpo_trainer` makes the ``trl.DPOTrainer``
+  for our policy and reference model; :func:`trl_dpo_loss` runs ``DPOTrainer._compute_loss``;
   :func:`rlbook_dpo_loss` is the same loss from :func:`rlbook.lm.sequence_log_probs` and
   :func:`rlbook.dpo_loss` / :func:`rlbook.ipo_loss`.
 * :func:`to_trl_reward_model` copies a reward model (:func:`rlbook.lm.build_reward_model`) into
@@ -44,14 +45,15 @@ import tempfile
 
 import torch
 
-from rlbook import _checks
+from rlbook.algos.dpo import DPOConfig, preference_loss
 from rlbook.bridge import _quiet_trl_internals, require_trl
+from rlbook.config import get_device
 from rlbook.lm.dpo import sequence_log_probs
 from rlbook.lm.model import quiet_weight_progress
 from rlbook.lm.reward_model import sequence_rewards
-from rlbook.preferences import bradley_terry_loss, dpo_loss, ipo_loss
+from rlbook.preferences import bradley_terry_loss
 
-__all__ = ["DPO_LOSS_TYPES", "build_trl_dpo_trainer", "trl_dpo_loss", "rlbook_dpo_loss", "to_trl_reward_model",
+__all__ = ["DPO_LOSS_TYPES", "to_trl_dpo_config", "build_trl_dpo_trainer", "trl_dpo_loss", "rlbook_dpo_loss", "to_trl_reward_model",
            "build_trl_reward_trainer", "trl_reward_loss", "rlbook_reward_loss"]
 
 DPO_LOSS_TYPES = ("sigmoid", "ipo")
@@ -102,32 +104,69 @@ def _check_batch(batch: dict, keys) -> None:
         raise ValueError(f"`batch` must hold 2B rows (B chosen, then B rejected); got {batch['input_ids'].shape[0]}")
 
 
-def build_trl_dpo_trainer(policy, ref_policy, tokenizer, beta: float, loss_type: str = "sigmoid", pairs=None,
-                          output_dir: str | None = None, **overrides):
-    """A ``trl.DPOTrainer`` over ``policy`` with ``ref_policy`` as π_ref, TRL's ``beta`` = β.
+def to_trl_dpo_config(config: DPOConfig, output_dir: str | None = None, **overrides):
+    """A ``trl.DPOConfig`` that trains what :func:`rlbook.train_dpo` trains with ``config``.
+
+    Mapped: ``loss_type`` ("sigmoid", "ipo"), ``beta``, ``lr`` → ``learning_rate`` with a constant
+    schedule and no warm-up, ``weight_decay``, ``max_grad_norm``, ``batch_size`` →
+    ``per_device_train_batch_size`` (one process, no accumulation), ``num_steps`` → ``max_steps``,
+    ``seed``; CPU unless ``device`` says otherwise, no bf16, no dropout, the reference model's
+    log-probs computed on the fly. Not mapped: TRL's batches are drawn by its sampler (epochs over
+    the data set), rlbook's with replacement by ``seed``.
+
+    Args:
+        config: an :class:`rlbook.DPOConfig`.
+        output_dir: TRL's output folder (default: a new temporary folder).
+        **overrides: any ``trl.DPOConfig`` field, applied last.
+    Returns:
+        a ``trl.DPOConfig``.
+    Raises:
+        ValueError: one message naming every setting TRL's DPOTrainer cannot express (SimPO and
+            ORPO are other TRL trainers; TRL's "sigmoid" ignores label smoothing).
+        ImportError: TRL is not installed.
+    """
+    if not isinstance(config, DPOConfig):
+        raise ValueError(f"`config` must be an rlbook.DPOConfig; got {type(config).__name__}")
+    problems = []
+    if config.loss_type not in DPO_LOSS_TYPES:
+        problems.append(f"loss_type={config.loss_type!r}: TRL's DPOTrainer bridge covers {DPO_LOSS_TYPES} "
+                        "(SimPO is trl.CPOTrainer with loss_type='simpo', ORPO is trl.ORPOTrainer)")
+    if config.label_smoothing:
+        problems.append(f"label_smoothing={config.label_smoothing!r}: TRL's 'sigmoid' loss does not read it (cDPO)")
+    if problems:
+        raise ValueError("TRL cannot express these rlbook settings:\n  - " + "\n  - ".join(problems))
+    trl = require_trl()
+    cpu = get_device(config.device).type == "cpu"
+    fields = {**_common_args(trl.DPOConfig, output_dir), "beta": config.beta, "loss_type": [config.loss_type],
+              "learning_rate": config.lr, "lr_scheduler_type": "constant", "warmup_steps": 0,
+              "weight_decay": config.weight_decay, "max_grad_norm": config.max_grad_norm,
+              "per_device_train_batch_size": config.batch_size, "gradient_accumulation_steps": 1,
+              "max_steps": config.num_steps, "seed": config.seed, "use_cpu": cpu, "max_length": None,
+              "precompute_ref_log_probs": False}
+    fields.update(overrides)
+    return trl.DPOConfig(**fields)
+
+
+def build_trl_dpo_trainer(policy, ref_policy, tokenizer, config: DPOConfig, pairs=None, output_dir: str | None = None,
+                          **overrides):
+    """A ``trl.DPOTrainer`` over ``policy`` with ``ref_policy`` as π_ref, configured by :func:`to_trl_dpo_config`.
 
     Args:
         policy: the causal LM to train (TRL patches its forward with a fused log-prob head; the
             ordinary call is unchanged).
         ref_policy: the frozen reference model (a separate object).
         tokenizer: their tokenizer.
-        beta: β > 0 (IPO's τ for ``loss_type="ipo"``).
-        loss_type: "sigmoid" (DPO) or "ipo".
+        config: an :class:`rlbook.DPOConfig` with ``loss_type`` "sigmoid" or "ipo".
         pairs: (prompt, chosen, rejected) strings for TRL's data set (only needed to train with
             ``trainer.train()``; default one placeholder pair).
-        output_dir: TRL's output folder (default: a new temporary folder).
-        **overrides: any ``trl.DPOConfig`` field.
+        output_dir, **overrides: passed to :func:`to_trl_dpo_config`.
     Returns:
         a ``trl.DPOTrainer``.
     Raises:
-        ValueError: β ≤ 0 or an unknown ``loss_type``. ImportError: TRL is not installed.
+        ValueError, ImportError: as :func:`to_trl_dpo_config`.
     """
-    _checks.check_positive("beta", beta)
-    if loss_type not in DPO_LOSS_TYPES:
-        raise ValueError(f"`loss_type` must be one of {DPO_LOSS_TYPES}; got {loss_type!r}")
     trl = require_trl()
-    args = trl.DPOConfig(**{**_common_args(trl.DPOConfig, output_dir), "beta": beta, "loss_type": [loss_type], "max_length": None,
-                            "precompute_ref_log_probs": False, **overrides})
+    args = to_trl_dpo_config(config, output_dir, **overrides)
     with _quiet_construction():
         return trl.DPOTrainer(model=policy, ref_model=ref_policy, args=args, train_dataset=_pair_dataset(tokenizer, pairs),
                               processing_class=tokenizer)
@@ -155,33 +194,29 @@ def trl_dpo_loss(trainer, batch: dict) -> torch.Tensor:
         trainer.model.eval()
 
 
-def rlbook_dpo_loss(policy, ref_policy, batch: dict, beta: float, loss_type: str = "sigmoid") -> torch.Tensor:
+def rlbook_dpo_loss(policy, ref_policy, batch: dict, config: DPOConfig) -> torch.Tensor:
     """rlbook's DPO (or IPO) loss on the batch, mean over pairs: the counterpart of :func:`trl_dpo_loss`.
 
-    Sequence log-probs by :func:`rlbook.lm.sequence_log_probs` (π_ref under ``torch.no_grad()``),
-    then :func:`rlbook.dpo_loss` on the sums ("sigmoid") or :func:`rlbook.ipo_loss` on the
-    per-token averages ("ipo", TRL's normalisation).
+    The loss :func:`rlbook.algos.dpo.dpo_step` minimises: sequence log-probs by
+    :func:`rlbook.lm.sequence_log_probs` (π_ref under ``torch.no_grad()``), then
+    :func:`rlbook.algos.dpo.preference_loss` (:func:`rlbook.dpo_loss` on the sums, or
+    :func:`rlbook.ipo_loss` on the per-token averages, TRL's normalisation).
 
     Args:
         policy, ref_policy: the causal LMs. batch: as :func:`trl_dpo_loss`.
-        beta: β > 0. loss_type: "sigmoid" or "ipo".
+        config: an :class:`rlbook.DPOConfig`.
     Returns:
         the 0-d loss with its graph through ``policy``.
     Raises:
-        ValueError: as :func:`trl_dpo_loss`, β ≤ 0, or an unknown ``loss_type``.
+        ValueError: as :func:`trl_dpo_loss`, or ``config`` not a DPOConfig.
     """
-    if loss_type not in DPO_LOSS_TYPES:
-        raise ValueError(f"`loss_type` must be one of {DPO_LOSS_TYPES}; got {loss_type!r}")
+    if not isinstance(config, DPOConfig):
+        raise ValueError(f"`config` must be an rlbook.DPOConfig; got {type(config).__name__}")
     _check_batch(batch, ("input_ids", "attention_mask", "completion_mask"))
     log_probs = sequence_log_probs(policy, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
     with torch.no_grad():
         ref = sequence_log_probs(ref_policy, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
-    if loss_type == "ipo":
-        lengths = batch["completion_mask"].sum(-1).to(log_probs.dtype)
-        log_probs, ref = log_probs / lengths, ref / lengths
-    half = log_probs.shape[0] // 2
-    loss_fn = dpo_loss if loss_type == "sigmoid" else ipo_loss
-    return loss_fn(log_probs[:half], log_probs[half:], ref[:half], ref[half:], beta).mean()
+    return preference_loss(log_probs, ref, batch["completion_mask"].sum(-1), config).mean()
 
 
 def to_trl_reward_model(reward_model):

@@ -46,7 +46,8 @@ def _grads(model):
 @pytest.mark.parametrize("loss_type", ["sigmoid", "ipo"])
 def test_rlbook_dpo_loss_equals_trl_dpo_trainer_loss_and_gradient(loss_type, beta, tmp_path):
     policy, ref = _model(0), _model(1)
-    trainer = pb.build_trl_dpo_trainer(policy, ref, TOK, beta=beta, loss_type=loss_type, output_dir=str(tmp_path))
+    config = rl.DPOConfig(loss_type=loss_type, beta=beta)
+    trainer = pb.build_trl_dpo_trainer(policy, ref, TOK, config, output_dir=str(tmp_path))
     assert trainer.model is policy and trainer.ref_model is ref and trainer.loss_types == [loss_type]
     batch = _batch()
     policy.zero_grad(set_to_none=True)
@@ -54,7 +55,7 @@ def test_rlbook_dpo_loss_equals_trl_dpo_trainer_loss_and_gradient(loss_type, bet
     loss_trl.backward()
     grads_trl = _grads(policy)
     policy.zero_grad(set_to_none=True)
-    loss_rl = pb.rlbook_dpo_loss(policy, ref, batch, beta, loss_type)
+    loss_rl = pb.rlbook_dpo_loss(policy, ref, batch, config)
     loss_rl.backward()
     grads_rl = _grads(policy)
     assert all(p.grad is None for p in ref.parameters())
@@ -69,9 +70,10 @@ def test_the_dpo_comparison_has_teeth():
     policy, ref = _model(0), _model(1)
     batch = _batch()
     with torch.no_grad():
-        trl_sigmoid = pb.trl_dpo_loss(pb.build_trl_dpo_trainer(policy, ref, TOK, beta=0.5), batch).item()
-        trl_ipo = pb.trl_dpo_loss(pb.build_trl_dpo_trainer(policy, ref, TOK, beta=0.5, loss_type="ipo"), batch).item()
-        assert abs(pb.rlbook_dpo_loss(policy, ref, batch, 0.4).item() - trl_sigmoid) > 1e-3
+        trl_sigmoid = pb.trl_dpo_loss(pb.build_trl_dpo_trainer(policy, ref, TOK, rl.DPOConfig(beta=0.5)), batch).item()
+        trl_ipo = pb.trl_dpo_loss(pb.build_trl_dpo_trainer(policy, ref, TOK, rl.DPOConfig(loss_type="ipo", beta=0.5)),
+                                  batch).item()
+        assert abs(pb.rlbook_dpo_loss(policy, ref, batch, rl.DPOConfig(beta=0.4)).item() - trl_sigmoid) > 1e-3
         lp = rl.lm.sequence_log_probs(policy, **batch)
         rp = rl.lm.sequence_log_probs(ref, **batch)
         unnormalised = rl.ipo_loss(lp[:4], lp[4:], rp[:4], rp[4:], 0.5).mean().item()
@@ -107,15 +109,42 @@ def test_rlbook_reward_loss_equals_trl_reward_trainer_loss_and_gradient(tmp_path
     assert ours["lm_head.bias"].grad.abs().item() < 1e-12  # the shared shift has no gradient
 
 
+def test_to_trl_dpo_config_maps_every_field_and_names_what_trl_cannot_express():
+    config = rl.DPOConfig(loss_type="ipo", beta=0.3, num_steps=7, batch_size=12, lr=2e-4, weight_decay=0.01,
+                          max_grad_norm=0.5, seed=4, device="cpu")
+    args = pb.to_trl_dpo_config(config, output_dir="/tmp/rlbook-trl-dpo-test", logging_steps=2)
+    assert args.loss_type == ["ipo"] and args.beta == 0.3 and args.max_steps == 7
+    assert args.per_device_train_batch_size == 12 and args.gradient_accumulation_steps == 1
+    assert args.learning_rate == 2e-4 and args.lr_scheduler_type == "constant" and args.warmup_steps == 0
+    assert (args.weight_decay, args.max_grad_norm, args.seed) == (0.01, 0.5, 4)
+    assert args.use_cpu and not args.bf16 and not args.precompute_ref_log_probs and args.logging_steps == 2
+    with pytest.raises(ValueError) as err:
+        pb.to_trl_dpo_config(rl.DPOConfig(loss_type="simpo", label_smoothing=0.1))
+    assert "loss_type='simpo'" in str(err.value) and "label_smoothing=0.1" in str(err.value)
+    with pytest.raises(ValueError, match="rlbook.DPOConfig"):
+        pb.to_trl_dpo_config({"beta": 0.1})
+
+
 def test_bridge_bad_inputs_name_the_argument():
     policy, ref = _model(0), _model(1)
-    with pytest.raises(ValueError, match="loss_type"):
-        pb.build_trl_dpo_trainer(policy, ref, TOK, beta=0.1, loss_type="hinge")
-    with pytest.raises(ValueError, match="beta"):
-        pb.build_trl_dpo_trainer(policy, ref, TOK, beta=0.0)
-    with pytest.raises(ValueError, match="loss_type"):
-        pb.rlbook_dpo_loss(policy, ref, _batch(), 0.1, "robust")
+    with pytest.raises(ValueError, match="loss_type='orpo'"):
+        pb.build_trl_dpo_trainer(policy, ref, TOK, rl.DPOConfig(loss_type="orpo"))
+    with pytest.raises(ValueError, match="config"):
+        pb.rlbook_dpo_loss(policy, ref, _batch(), 0.1)
     with pytest.raises(ValueError, match="batch"):
-        pb.rlbook_dpo_loss(policy, ref, {"input_ids": torch.ones(2, 3, dtype=torch.long)}, 0.1)
+        pb.rlbook_dpo_loss(policy, ref, {"input_ids": torch.ones(2, 3, dtype=torch.long)}, rl.DPOConfig())
     with pytest.raises(ValueError, match="reward_model"):
         pb.to_trl_reward_model(policy)
+
+
+def test_the_same_config_trains_with_trls_dpo_trainer(tmp_path):
+    """The mapped config drives a real TRL run on the book's model: two optimiser steps, weights move."""
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu")
+    ref = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu")
+    before = [p.detach().clone() for p in policy.parameters()]
+    pairs = list(zip(PROMPTS, CHOSEN, REJECTED)) * 2
+    config = rl.DPOConfig(num_steps=2, batch_size=4, lr=1e-3, device="cpu")
+    trainer = pb.build_trl_dpo_trainer(policy, ref, TOK, config, pairs=pairs, output_dir=str(tmp_path), disable_tqdm=True)
+    result = trainer.train()
+    assert result.global_step == 2
+    assert max((p - q).abs().max().item() for p, q in zip(policy.parameters(), before)) > 1e-4
