@@ -148,3 +148,16 @@ def test_the_same_config_trains_with_trls_dpo_trainer(tmp_path):
     result = trainer.train()
     assert result.global_step == 2
     assert max((p - q).abs().max().item() for p, q in zip(policy.parameters(), before)) > 1e-4
+
+
+def test_building_the_trainers_prints_nothing_a_reader_cannot_act_on(tmp_path, capfd):
+    from datasets.utils import logging as ds_logging
+
+    policy, ref = _model(0), _model(1)
+    pb.build_trl_dpo_trainer(policy, ref, TOK, rl.DPOConfig(), output_dir=str(tmp_path / "dpo"))
+    pb.build_trl_reward_trainer(pb.to_trl_reward_model(rl.lm.build_reward_model(_model(0))), TOK,
+                                output_dir=str(tmp_path / "rm"))
+    out, err = capfd.readouterr()
+    for noise in ("Adding EOS", "Tokenizing", "examples/s", "checkpointing", "Loading weights"):
+        assert noise not in out + err, (noise, err[-500:])
+    assert ds_logging.is_progress_bar_enabled()  # restored for the reader's own data sets
