@@ -3,7 +3,7 @@
 Makes ``--per-part`` submissions of every assignment (default 15 each, so 60 for the four parts) from
 the instructor solutions (each a copy of the instructor's notebook with a comment naming its student
 added to the first solution cell, so no two are byte-identical), grades them with
-``rlbook.assignments.grade`` in the bubblewrap sandbox, ``--jobs`` at a time, and prints the wall
+``rlbook.app.assignments.grade`` in the bubblewrap sandbox, ``--jobs`` at a time, and prints the wall
 time of the whole batch, the mean and largest seconds per submission of each assignment, and whether
 every submission scored full marks with no flag (the exit status is 1 if one did not), with the load
 average at the end (the wall time of a batch on a loaded machine says little about an idle one; the
@@ -56,7 +56,7 @@ def make_submissions(out: Path, source: Path, names: list[str], per_part: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlbook import assignments as A
+    from rlbook.app import assignments as A
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--per-part", type=int, default=15, help="submissions per assignment (default: %(default)s)")

@@ -1,7 +1,7 @@
 """The course assignments through nbgrader: released student versions and autograding.
 
-Everything here goes through ``rlbook.assignments`` (nbgrader's generate_assignment, autograde and
-generate_feedback) and ``rlbook.grading`` (the bubblewrap sandbox, the reduction of student cells to
+Everything here goes through ``rlbook.app.assignments`` (nbgrader's generate_assignment, autograde and
+generate_feedback) and ``rlbook.app.grading`` (the bubblewrap sandbox, the reduction of student cells to
 definitions, the guard in the kernel). The batch fixtures grade, in two runs: (1) the instructor
 versions (full marks), the untouched student versions (0, no crash), submissions with one deliberate
 mistake each (they lose exactly the points of the tests aimed at that mistake), a correct submission
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from rlbook import assignments as A
+from rlbook.app import assignments as A
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "assignments" / "source"
@@ -342,7 +342,7 @@ def _visible_leaks(code: list[str], name: str) -> list[str]:
     """What in the visible code ``code`` (a released notebook's non-solution code cells) gives an answer
     away: a call of the library's implementation of a graded function, a reference function or table,
     the snapshot machinery or the grading seed, or an expression shaped like a piece of a solution."""
-    from rlbook.grading import ORACLE_GLOBALS
+    from rlbook.app.grading import ORACLE_GLOBALS
 
     leaks = []
     pieces = _solution_pieces(SOURCE / name / f"{name}.ipynb")
@@ -754,7 +754,7 @@ def test_feedback_hides_the_hidden_tests(batch):
 
 def test_grading_refuses_without_a_sandbox(released, tmp_path, monkeypatch):
     """No bubblewrap: nothing is graded, nothing is written, and the message says why."""
-    from rlbook import grading
+    from rlbook.app import grading
 
     monkeypatch.setattr(grading.Sandbox, "executable", staticmethod(lambda: None))
     _submit(tmp_path / "submitted", "alice", HOSTILE_IN, released[HOSTILE_IN])
@@ -869,7 +869,7 @@ def test_a_process_flood_is_stopped_even_as_root(hostile):
     submissions graded beside it are not affected."""
     import os
 
-    from rlbook.grading import Sandbox
+    from rlbook.app.grading import Sandbox
 
     executed = hostile.scores_csv.parent / "autograded" / "forks" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
     texts = [_text(o) for c in _cells(executed) for o in c.get("outputs", [])]

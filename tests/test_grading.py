@@ -1,4 +1,4 @@
-"""rlbook.grading without a kernel: what a student's cell may run, and the sandbox's command line.
+"""rlbook.app.grading without a kernel: what a student's cell may run, and the sandbox's command line.
 
 The end-to-end attacks (graded through nbgrader in the sandbox) are in tests/test_assignments.py;
 these check each rule of the reduction to definitions on its own, quickly, and that every instructor
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rlbook import grading as G
+from rlbook.app import grading as G
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "assignments" / "source").glob("*/*.ipynb"))

@@ -97,13 +97,13 @@ def test_installed_wheel_runs_from_any_folder(wheel, tmp_path):
         served = []  # `rlbook book --serve --no-build` right after `rlbook book` serves that build
         rlbook.app.site.serve = lambda path, port: served.append(path)
         assert rlbook.app.cli.main(["book", "--serve", "--no-build"]) == 0 and served == [html], served
-        import rlbook.assignments
+        import rlbook.app.assignments
         try:  # the instructor versions are not in the package: nothing finds them
-            found = rlbook.assignments.find_assignments_dir()
+            found = rlbook.app.assignments.find_assignments_dir()
         except FileNotFoundError:
             found = None
         assert found is None, found
-        assert "_bundled" in str(rlbook.assignments.student_assignments_dir())
+        assert "_bundled" in str(rlbook.app.assignments.student_assignments_dir())
         for sub in (["list"], ["book", "--help"], ["explore", "--help"], ["assignments", "--help"], ["assignments", "list"]):
             try:
                 code = rlbook.app.cli.main(sub)
@@ -183,7 +183,7 @@ def test_sdist_carries_no_solution_or_hidden_test(sdist):
 def test_student_versions_in_the_repository_are_current(tmp_path):
     """assignments/student is what `tools/build_assignments.py` makes from assignments/source now."""
     pytest.importorskip("nbgrader", reason='nbgrader is not installed: pip install -e ".[assignments]"')
-    from rlbook.assignments import release
+    from rlbook.app.assignments import release
 
     source = ROOT / "assignments" / "source"
     for nb in release(tmp_path / "course", source_dir=source):

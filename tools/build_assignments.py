@@ -210,7 +210,7 @@ def build_student(names: list[str]) -> list[Path]:
     import tempfile
 
     sys.path.insert(0, str(ROOT))
-    from rlbook.assignments import release
+    from rlbook.app.assignments import release
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,10 +11,9 @@ book and a course:
   explorers (Voilà) and the bounded, culled kernels behind them;
 * :mod:`~rlbook.app.claims` and :mod:`~rlbook.app.headline`: tying the numbers in the prose to the
   cells that compute them (``rl.claim``), and a chapter's headline result (``rl.report_headline``);
-* :mod:`~rlbook.app.exercises`: the coded exercises' checkers (``rl.exercises.check``).
-
-(The course assignments, ``rlbook.assignments`` and its grading sandbox ``rlbook.grading``, belong
-here too and are still beside the library.)
+* :mod:`~rlbook.app.exercises`: the coded exercises' checkers (``rl.exercises.check``);
+* :mod:`~rlbook.app.assignments` and :mod:`~rlbook.app.grading`: ``rlbook assignments``, the course
+  assignments released and graded by nbgrader, and the sandbox that grades them.
 
 Nothing here is imported by ``import rlbook`` except ``claims`` and ``headline``, whose public names
 the chapters use as ``rl.<name>``; the package itself imports nothing.

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", help="output folder for executed notebooks (default: runs/<size>)")
     run.set_defaults(fn=_cmd_run)
     # the site, the live explorers and the course assignments: each module adds its own subcommand
-    from rlbook import assignments
+    from rlbook.app import assignments
     from rlbook.app import explore, site
 
     for module in (site, explore, assignments):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 __all__ = ["CHROMIUM_ARGS", "NO_CHROMIUM", "OfflinePage", "find_chromium", "free_port", "is_local",
-           "descendants", "open_offline_page", "stop_server", "wait_for_http"]
+           "descendants", "open_offline_page", "run_explore_server", "stop_server", "wait_for_http"]
 
 NO_CHROMIUM = (
     "no Chromium found: install it with `apt-get install chromium` (Debian/Ubuntu) "
@@ -189,3 +192,42 @@ def stop_server(proc, timeout: float = 30.0) -> list[str]:
         except subprocess.TimeoutExpired:
             continue
     return leftovers
+
+
+@contextlib.contextmanager
+def run_explore_server(cwd: Path, *args: str, start_timeout: float = 90.0):
+    """``rlbook explore ARGS --port P --no-browser`` run from the folder ``cwd``, for a ``with`` block.
+
+    Skips the test when Voilà is not installed or the system is not POSIX (the server runs in a
+    session of its own, so that nothing it starts can outlive the test).
+
+    Yields:
+        the server's ``subprocess.Popen``, with ``url`` (its root, ending in "/") and ``log()`` (the
+        last 4,000 characters of its output) added. At the end of the block it is stopped with
+        :func:`stop_server`, whose result is left in the Popen's ``leftovers``: what SIGTERM to the
+        command alone left running.
+    """
+    import pytest
+
+    if importlib.util.find_spec("voila") is None:
+        pytest.skip("Voilà is not installed: pip install -e '.[explore]'")
+    if os.name != "posix":
+        pytest.skip("the explore server runs in a POSIX session of its own")
+    log_path = Path(cwd) / "voila.log"
+    port = free_port()
+    cmd = [sys.executable, "-m", "rlbook.app.cli", "explore", *args, "--port", str(port), "--no-browser"]
+    with open(log_path, "wb") as log:
+        # MPLBACKEND=Agg: the app must still draw its figures inline without a display
+        proc = subprocess.Popen(cmd, cwd=cwd, env=dict(os.environ, MPLBACKEND="Agg"), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    proc.url = f"http://127.0.0.1:{port}/"
+    proc.log = lambda: log_path.read_text(errors="replace")[-4000:] if log_path.exists() else ""
+    proc.leftovers = []
+    try:
+        try:
+            wait_for_http(proc.url + "voila/static/voila.js", start_timeout, proc=proc)
+        except (TimeoutError, RuntimeError) as e:
+            pytest.fail(f"rlbook explore did not start: {e}\n{proc.log()}")
+        yield proc
+    finally:
+        proc.leftovers = stop_server(proc)

@@ -18,15 +18,11 @@ set sizes (psutil), so nothing here trusts Voilà's own bookkeeping. The tests, 
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from ._util import free_port, open_offline_page, descendants, stop_server, wait_for_http
+from ._util import descendants, open_offline_page, run_explore_server, stop_server
 
 psutil = pytest.importorskip("psutil")
 
@@ -42,26 +38,9 @@ LOAD_TIMEOUT = 120  # s: a kernel that imports torch and builds the explorer, on
 
 @pytest.fixture(scope="module")
 def server(chromium_path, tmp_path_factory):
-    if importlib.util.find_spec("voila") is None:
-        pytest.skip("Voilà is not installed: pip install -e '.[explore]'")
-    if os.name != "posix":
-        pytest.skip("the server fixture uses POSIX sessions")
-    cwd = tmp_path_factory.mktemp("explore-server")
-    log_path = cwd / "voila.log"
-    port = free_port()
-    cmd = [sys.executable, "-m", "rlbook.app.cli", "explore", "kl", "--port", str(port), "--no-browser",
-           "--max-kernels", str(MAX_KERNELS), "--idle-timeout", str(IDLE_TIMEOUT)]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=dict(os.environ, MPLBACKEND="Agg"), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    proc.url, proc.log = f"http://127.0.0.1:{port}/", lambda: log_path.read_text(errors="replace")[-4000:]
-    try:
-        wait_for_http(proc.url + "voila/static/voila.js", LOAD_TIMEOUT, proc=proc)
+    with run_explore_server(tmp_path_factory.mktemp("explore-server"), "kl", "--max-kernels", str(MAX_KERNELS),
+                            "--idle-timeout", str(IDLE_TIMEOUT), start_timeout=LOAD_TIMEOUT) as proc:
         yield proc
-    except (TimeoutError, RuntimeError) as e:
-        pytest.fail(f"rlbook explore did not start: {e}\n{proc.log()}")
-    finally:
-        stop_server(proc)
 
 
 def _kernels(proc) -> list:

@@ -11,15 +11,11 @@ and no dropdown cuts its labels. Screenshots go to ``artifact_dir``.
 from __future__ import annotations
 
 import base64
-import importlib.util
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from ._util import free_port, open_offline_page, stop_server, wait_for_http
+from ._util import open_offline_page, run_explore_server
 
 NAMES = ["clip", "advantage", "kl", "gae", "trust-region"]
 # the control to move (its ``description``; None: the explorer's first slider) and the nonsense
@@ -30,43 +26,15 @@ START_TIMEOUT = 90  # s: Voilà's start, then a kernel that imports torch and bu
 CHANGE_TIMEOUT = 30  # s: one redraw in the live kernel
 
 
-class _Server:
-    def __init__(self, proc, url, log_path):
-        self.proc, self.url, self.log_path = proc, url, log_path
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-4000:]
-        except OSError:
-            return ""
-
-
 @pytest.fixture(scope="module")
 def explore_server(chromium_path, tmp_path_factory):
     """``rlbook explore --port P --no-browser`` run from an empty folder; stopped at teardown, and
     nothing it started may outlive it."""
-    if importlib.util.find_spec("voila") is None:
-        pytest.skip("Voilà is not installed: pip install -e '.[explore]'")
-    if os.name != "posix":
-        pytest.skip("the explorer server fixture uses POSIX process groups")
-    cwd = tmp_path_factory.mktemp("explore")
-    log_path = cwd / "voila.log"
-    port = free_port()
-    env = dict(os.environ, MPLBACKEND="Agg")  # the app must still draw inline figures
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "rlbook.app.cli", "explore", "--port", str(port), "--no-browser"],
-                                cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = _Server(proc, f"http://127.0.0.1:{port}/", log_path)
-    try:
-        wait_for_http(server.url + "voila/static/voila.js", START_TIMEOUT, proc=proc)
+    with run_explore_server(tmp_path_factory.mktemp("explore"), start_timeout=START_TIMEOUT) as server:
         yield server
-    except (TimeoutError, RuntimeError) as e:
-        pytest.fail(f"rlbook explore did not start: {e}\n{server.log()}")
-    finally:
-        # SIGTERM to the command only, as a user's Ctrl-C or kill: what it leaves running is a leak
-        # (killing the whole process group at once would hide it; stop_server does that afterwards)
-        leftovers = stop_server(proc)
-    assert not leftovers, f"rlbook explore left processes running after SIGTERM: {leftovers}"
+    # SIGTERM to the command only, as a user's Ctrl-C or kill: what it leaves running is a leak
+    # (killing the whole process group at once would hide it; stop_server does that afterwards)
+    assert not server.leftovers, f"rlbook explore left processes running after SIGTERM: {server.leftovers}"
 
 
 @pytest.fixture(scope="module")

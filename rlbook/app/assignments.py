@@ -14,7 +14,7 @@ no package carries them (the wheel carries the released student versions,
 itself (Jupyter Development Team, "nbgrader: A Tool for Creating and Grading Assignments in the Jupyter
 Notebook", J. Open Source Education 2(16):32, 2019; https://nbgrader.readthedocs.io): ``release`` is
 its ``generate_assignment``, ``grade`` its ``autograde`` then ``generate_feedback``, with the
-preprocessors of ``rlbook.grading``: student code runs only in a kernel inside a bubblewrap sandbox
+preprocessors of ``rlbook.app.grading``: student code runs only in a kernel inside a bubblewrap sandbox
 (no network, nothing of the course visible, resource limits; without one the grader refuses), only
 the definitions of the student's cells run, the library's implementations of the graded functions
 raise when student code calls them, each test checks that nothing it relies on was changed, and a
@@ -59,6 +59,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlbook.app.chapters import PACKAGE_ROOT
+
 __all__ = ["find_assignments_dir", "student_assignments_dir", "list_assignments", "assignment_points", "release", "grade",
            "validate", "GradeResult", "add_subparser"]
 
@@ -76,7 +78,7 @@ def find_assignments_dir(start: Path | None = None) -> Path:
     """
     here = (start or Path.cwd()).resolve()
     candidates = [p / "assignments" / "source" for p in (here, *here.parents)]
-    candidates.append(Path(__file__).resolve().parents[1] / "assignments" / "source")
+    candidates.append(PACKAGE_ROOT.parent / "assignments" / "source")
     for c in candidates:
         if _holds_assignments(c):
             return c
@@ -92,8 +94,7 @@ def student_assignments_dir() -> Path:
     Raises:
         FileNotFoundError: neither exists.
     """
-    here = Path(__file__).resolve()
-    for c in (here.parents[1] / "assignments" / "student", here.parent / "_bundled" / "assignments" / "student"):
+    for c in (PACKAGE_ROOT.parent / "assignments" / "student", PACKAGE_ROOT / "_bundled" / "assignments" / "student"):
         if _holds_assignments(c):
             return c
     raise FileNotFoundError("no student versions of the assignments found (assignments/student)")
@@ -139,7 +140,7 @@ def _require_nbgrader():
 
 def _api(root: Path, timeout: int | None = None, restrict_code: bool = True, seed: int = 0):
     """An ``NbGraderAPI`` on the course folder ``root`` (its own gradebook). With a ``timeout``, the
-    API autogrades in the sandbox (``rlbook.grading``): the hardened notebook runs in a bubblewrap
+    API autogrades in the sandbox (``rlbook.app.grading``): the hardened notebook runs in a bubblewrap
     kernel, each cell interrupted after ``timeout`` seconds, and the feedback hides the hidden tests."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader.apps import NbGraderAPI
@@ -148,7 +149,7 @@ def _api(root: Path, timeout: int | None = None, restrict_code: bool = True, see
                                         LimitOutput, SaveAutoGrades)
     from traitlets.config import Config
 
-    from rlbook import grading
+    from rlbook.app import grading
 
     config = Config()
     config.CourseDirectory.root = str(root)
@@ -330,7 +331,7 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
         timeout: seconds allowed per cell, > 0 (the value applied to every cell).
         names: assignments to grade (default: every assignment found in the sources).
         source_dir: the instructor versions (default: ``find_assignments_dir()``).
-        restrict_code: run only the definitions of the student's cells (``rlbook.grading.restrict``);
+        restrict_code: run only the definitions of the student's cells (``rlbook.app.grading.restrict``);
             False only to test the sandbox and the guard on their own.
         jobs: submissions graded at once, each in a worker process (default: the CPU count, at most 4;
             each kernel uses one thread).
@@ -343,7 +344,7 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
     Raises:
         ValueError: ``submissions`` is not a folder, ``timeout`` <= 0, ``seed`` outside [0, 2**31), or
             ``names`` is unknown.
-        rlbook.grading.SandboxUnavailable: bubblewrap cannot run here; nothing is graded.
+        rlbook.app.grading.SandboxUnavailable: bubblewrap cannot run here; nothing is graded.
         RuntimeError: nbgrader is missing or cannot generate an assignment's gradebook entries.
     """
     _require_nbgrader()
@@ -360,7 +361,7 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
         raise ValueError(f"seed: an integer in [0, 2**31) expected, got {seed!r}")
     src = Path(source_dir) if source_dir is not None else find_assignments_dir()
     names = _names(names, src)
-    from rlbook.grading import Sandbox
+    from rlbook.app.grading import Sandbox
 
     Sandbox().check()  # refuse to run any student code without the sandbox
     jobs = min(4, os.cpu_count() or 1) if jobs is None else int(jobs)
@@ -659,7 +660,7 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_grade(args) -> int:
-    from rlbook.grading import SandboxUnavailable
+    from rlbook.app.grading import SandboxUnavailable
 
     try:
         result = grade(args.submissions, args.out, timeout=args.timeout, names=args.names or None,

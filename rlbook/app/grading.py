@@ -85,7 +85,10 @@ ORACLES = frozenset({
     "softmax_score", "optimal_baseline", "exact_optimal_baseline", "estimator_variance",
     "gae", "clipped_surrogate_loss", "group_relative_advantages", "kl_k3", "kl_k1", "kl_k2",
     "seq_mean_token_mean", "token_mean", "fixed_length_mean", "cispo_loss", "gspo_loss", "grpo_loss",
-    "train_ppo", "reinforce"})
+    "train_ppo", "reinforce",
+    # the capstone's pieces (some live in rlbook.lm, which the guard poisons too)
+    "completion_log_probs", "token_log_probs", "get_response_log_probs", "grpo_microbatch_train_step",
+    "policy_gradient_loss", "clipped_surrogate_loss_masked", "kl_penalty_loss", "train_grpo"})
 ORACLE_GLOBALS = frozenset({"REFERENCE", "reference_grpo_loss"})
 
 # names a cell may not use at all, and attributes it may not reach
@@ -596,9 +599,11 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected, flag_mime):
             return fn(*args, **kwargs)
         return guarded
 
+    import rlbook.lm
     for attr in oracle_attrs:
-        if callable(getattr(rlbook, attr, None)):
-            setattr(rlbook, attr, poison("rlbook." + attr, getattr(rlbook, attr)))
+        for label, mod in (("rlbook", rlbook), ("rlbook.lm", rlbook.lm)):
+            if callable(getattr(mod, attr, None)):
+                setattr(mod, attr, poison(f"{label}.{attr}", getattr(mod, attr)))
     for name in oracle_globals:
         obj = ns.get(name)
         if isinstance(obj, dict):
@@ -611,7 +616,7 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected, flag_mime):
     # what IPython itself resets for every request
     per_request = {("builtins", "input"), ("builtins", "raw_input"), ("builtins", "getpass"), ("builtins", "_"),
                    ("builtins", "__"), ("builtins", "___")}
-    spaces = {"rlbook": rlbook, "torch": torch, "torch.testing": torch.testing, "numpy": numpy,
+    spaces = {"rlbook": rlbook, "rlbook.lm": rlbook.lm, "torch": torch, "torch.testing": torch.testing, "numpy": numpy,
               "torch.nn.functional": torch.nn.functional, "builtins": builtins}
     def state():
         s = {}
