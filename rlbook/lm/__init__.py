@@ -27,6 +27,10 @@ module                      public names
                             reward_model_step, train_reward_model, reward_model_accuracy
 ==========================  ======================================================================
 
+``rlbook.lm.preference_task``: GoldReward (correctness − λ·length), sample_preference_pairs,
+PreferencePairs, bradley_terry_labels, best_of_n_estimate, proxy_rewards, ProxyRewardTask (a reward
+model as GRPO's reward), completion_num_tokens.
+
 GRPO itself lives in :mod:`rlbook.algos.grpo` (``rl.train_grpo``, ``rl.GRPOConfig``, ``rl.evaluate``).
 """
 
@@ -35,7 +39,7 @@ from __future__ import annotations
 import importlib
 
 _SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast", "sft", "standard", "checkpoint", "critic",
-               "dpo", "reward_model")
+               "dpo", "reward_model", "preference_task")
 _EXPORTS = {
     "tokenizer": ["SPECIAL_TOKENS", "DEFAULT_ALPHABET", "build_char_tokenizer", "encode_prompts", "forbidden_token_ids"],
     "task": ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer"],
@@ -50,6 +54,8 @@ _EXPORTS = {
     "dpo": ["encode_preference_pairs", "sequence_log_probs", "compute_per_instance_dpo_loss"],
     "reward_model": ["build_reward_model", "sequence_rewards", "RewardModelConfig", "reward_model_step",
                      "train_reward_model", "reward_model_accuracy"],
+    "preference_task": ["completion_num_tokens", "GoldReward", "PreferencePairs", "sample_preference_pairs",
+                        "bradley_terry_labels", "best_of_n_estimate", "proxy_rewards", "ProxyRewardTask"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
