@@ -7,7 +7,8 @@ display them beside a static figure; ``rlbook explore NAME`` serves them as live
 * ``advantage``: one group's advantages and the per-token push under each aggregation (chapter 9);
 * ``kl``: the k1, k2, k3 estimators of a KL, their bias and spread as two distributions part (chapter 5);
 * ``gae``: bias² and variance of GAE-λ against exact advantages on chapter 4's MDP;
-* ``trust-region``: a two-parameter policy's KL ellipse, the vanilla and natural steps, the line search (chapter 6).
+* ``trust-region``: a two-parameter policy's KL ellipse, the vanilla and natural steps, the line search (chapter 6);
+* ``preference``: β tilts π_ref into π*, best-of-N's distribution and KL, DPO's gradient weight (chapters 12, 13).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ EXPLORERS = {
     "kl": "rlbook.widgets.kl_explorer:kl_explorer",
     "gae": "rlbook.widgets.gae_explorer:gae_explorer",
     "trust-region": "rlbook.widgets.trust_region_explorer:trust_region_explorer",
+    "preference": "rlbook.widgets.preference_explorer:preference_explorer",
 }
 
 
