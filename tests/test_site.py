@@ -103,9 +103,15 @@ def test_find_book_dir_finds_the_clone_and_fails_clearly(tmp_path, monkeypatch):
         site.find_book_dir(tmp_path)
 
 
-def test_book_builds_strictly_and_stages_every_solution(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def built_html(tmp_path_factory):
+    """The whole site, built once for this module's tests (about 20 s)."""
+    return site.build_book(tmp_path_factory.mktemp("site") / "_build", quiet=True)
+
+
+def test_book_builds_strictly_and_stages_every_solution(built_html):
     """The whole site builds with nitpicky warnings as errors; each chapter's solutions are folded."""
-    html = site.build_book(tmp_path / "_build", quiet=True)
+    html = built_html
     assert (html / "index.html").is_file()
     for ch in CHAPTERS:
         page = (html / f"{ch}.html").read_text()
@@ -212,3 +218,176 @@ def test_pages_load_the_reader_css_and_zoom_script():
     assert "pre-wrap" in css and "height: auto" in css
     js = (BOOK / "_assets" / "rlbook-zoom.js").read_text()
     assert "http" not in js  # offline: nothing fetched
+    assert 'add_js_file("rlbook-reader.js"' in ext
+    assert "http" not in (BOOK / "_assets" / "rlbook-reader.js").read_text()
+
+
+# ---- reader features: download, source, run time, long outputs --------------------------------
+
+def _stream(lines):
+    return nbformat.v4.new_output("stream", name="stdout", text="".join(f"line {i}\n" for i in range(lines)))
+
+
+def test_long_text_outputs_are_tagged_and_figures_never():
+    long = nbformat.v4.new_code_cell("for i in range(30): print(i)", outputs=[_stream(20), _stream(6)])  # 26 lines
+    limit = nbformat.v4.new_code_cell("x", outputs=[_stream(25)])
+    figure = nbformat.v4.new_code_cell("plot()", outputs=[_stream(40), nbformat.v4.new_output(
+        "display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"})])
+    result = nbformat.v4.new_code_cell("df", outputs=[nbformat.v4.new_output(
+        "execute_result", data={"text/plain": "\n".join(["row"] * 30)}, execution_count=1)])
+    cells = [long, limit, figure, result, _md("# Title")]
+    assert [site.output_lines(c) for c in cells[:4]] == [26, 25, 0, 30]
+    out, count = site.tag_long_outputs(cells, max_lines=25)
+    assert count == 2
+    assert [site.LONG_OUTPUT_TAG in c.get("metadata", {}).get("tags", []) for c in out] == [True, False, False, True, False]
+    assert "tags" not in long.metadata  # the input is not modified
+    for bad in (0, -3, 2.5, True, "25"):
+        with pytest.raises(ValueError, match="max_lines"):
+            site.tag_long_outputs(cells, max_lines=bad)
+
+
+def test_run_time_note_rounds_to_the_half_minute_and_says_when_unmeasured():
+    minutes = {20: "under a minute", 59.9: "under a minute", 60: "about 1 minute", 89: "about 1½ minutes",
+               100: "about 1½ minutes", 105: "about 2 minutes", 170: "about 3 minutes", 615: "about 10 minutes"}
+    assert {s: site._minutes(s) for s in minutes} == minutes
+    bounds = {20: "under a minute", 60: "under 1½ minutes", 61: "under 1½ minutes", 99.5: "under 2 minutes",
+              121: "under 2½ minutes"}
+    assert {s: site._minutes(s, upper=True) for s in bounds} == bounds
+    note = site.run_time_note("03", {"seconds": 95.0, "cpu_cores": 2, "date": "2026-11-25", "load_average": 1.6})
+    assert "about 1½ minutes</span> on 2 CPU cores at the default size" in note and "<code>rlbook run 03</code>" in note
+    assert 'title="measured 95 s on 2026-11-25' in note
+    # measured while other work competed for the cores: a bound, rounded up
+    busy = site.run_time_note("03", {"seconds": 95.0, "cpu_cores": 2, "date": "2026-11-25", "load_average": 3.3})
+    assert "under 2 minutes</span> on 2 CPU cores" in busy and "busy machine" in busy
+    unmeasured = site.run_time_note("11", None)
+    assert "<code>rlbook run 11</code>" in unmeasured and "not been measured" in unmeasured and "minute" not in unmeasured
+
+
+def test_code_fingerprint_follows_the_code_only():
+    cells = [_md("# T"), nbformat.v4.new_code_cell("x = 1", outputs=[_stream(2)]), nbformat.v4.new_code_cell("print(x)")]
+    fp = site.code_fingerprint(cells)
+    same = [_md("# Other prose"), nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("print(x)")]
+    assert site.code_fingerprint(same) == fp  # prose and outputs do not count
+    assert site.code_fingerprint([cells[0], nbformat.v4.new_code_cell("x = 2"), cells[2]]) != fp
+    assert site.code_fingerprint([cells[0], cells[2], cells[1]]) != fp  # nor does the order
+    assert site.code_fingerprint([nbformat.v4.new_code_cell("x = 1print(x)")]) != fp  # cells stay apart
+
+
+def test_chapter_header_sits_under_the_title():
+    cells = [_md("# 3. REINFORCE\n\n**Goals.** ..."), nbformat.v4.new_code_cell("import rlbook")]
+    header = site.chapter_header("03_reinforce", "03", None, ("https://example.org/r", "dev"))
+    out = site.add_chapter_header(cells, header)
+    first = out[0]["source"]
+    assert first.startswith("# 3. REINFORCE\n\n<div class=\"rlbook-chapter-meta\">") and first.endswith("**Goals.** ...")
+    assert 'href="_notebooks/03_reinforce.ipynb" download="03_reinforce.ipynb"' in header
+    assert 'href="https://example.org/r/blob/dev/notebooks/src/03_reinforce.py"' in header
+    assert "rlbook-source" not in site.chapter_header("03_reinforce", "03", None, None)
+    assert cells[0]["source"].startswith("# 3. REINFORCE\n\n**Goals")  # not modified
+    untitled = site.add_chapter_header([nbformat.v4.new_code_cell("x")], header)
+    assert untitled[0]["source"] == header and len(untitled) == 2
+
+
+def test_staging_shows_a_run_time_only_for_the_code_it_was_measured_on(tmp_path):
+    """A recorded time whose code fingerprint no longer matches the chapter is not shown."""
+    import json
+    import shutil
+
+    book = tmp_path / "book"
+    shutil.copytree(BOOK, book, ignore=shutil.ignore_patterns("_build"))
+    first, second = CHAPTERS[0], CHAPTERS[1]
+    nb = nbformat.read(ROOT / "notebooks" / f"{first}.ipynb", as_version=4)
+    (book / site.RUN_TIMES_FILE).write_text(json.dumps({
+        first: {"seconds": 150.0, "cpu_cores": 2, "size": "small", "load_average": 0.3, "date": "2026-01-01",
+                "code_sha256": site.code_fingerprint(nb.cells)},
+        second: {"seconds": 30.0, "cpu_cores": 2, "size": "small", "load_average": 0.3, "date": "2026-01-01",
+                 "code_sha256": "0" * 64}}))
+    stats = site.stage_book(tmp_path / "stage", book_dir=book)
+    assert stats["timed"] == 1
+    text = {ch: nbformat.read(tmp_path / "stage" / f"{ch}.ipynb", as_version=4).cells[0].source for ch in (first, second)}
+    assert "Runs in <span" in text[first] and "about 2½ minutes</span> on 2 CPU cores" in text[first]
+    assert "not been measured" in text[second] and "Runs in" not in text[second]
+    assert not (tmp_path / "stage" / site.RUN_TIMES_FILE).exists()
+
+
+def test_the_build_tool_records_what_the_site_checks(tmp_path):
+    """tools/build_notebooks.py writes the entry (with the same fingerprint) that staging accepts."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("build_notebooks", ROOT / "tools" / "build_notebooks.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    nb = nbformat.read(ROOT / "notebooks" / f"{CHAPTERS[0]}.ipynb", as_version=4)
+    entry = tool.record_run_time(CHAPTERS[0], nb, 61.26, 0.5, path=tmp_path / "times.json")
+    assert json.loads((tmp_path / "times.json").read_text()) == {CHAPTERS[0]: entry}
+    assert entry["seconds"] == 61.3 and entry["size"] == "small" and entry["cpu_cores"] >= 1
+    assert entry["code_sha256"] == site.code_fingerprint(nb.cells)
+
+
+def test_every_chapter_page_offers_its_notebook_its_source_and_its_run_time(built_html):
+    html = built_html
+    times = site.read_run_times(BOOK)
+    url, branch = site.read_repository(BOOK)
+    assert url.startswith("https://") and branch
+    assert f'href="{url}"' in (html / "intro.html").read_text()  # the theme's repository button
+    for ch in CHAPTERS:
+        page = (html / f"{ch}.html").read_text()
+        assert page.count('<div class="rlbook-chapter-meta">') == 1, ch
+        # the download: the stored notebook itself, from the site
+        assert f'href="_notebooks/{ch}.ipynb" download="{ch}.ipynb"' in page, ch
+        assert (html / "_notebooks" / f"{ch}.ipynb").read_bytes() == (ROOT / "notebooks" / f"{ch}.ipynb").read_bytes()
+        # the source: the chapter's jupytext file in the repository
+        assert f'href="{url}/blob/{branch}/notebooks/src/{ch}.py"' in page and (ROOT / "notebooks" / "src" / f"{ch}.py").is_file()
+        # the run time: the recorded one while the code is unchanged, else a plain "not measured"
+        note = re.search(r'<p class="rlbook-run-time">(.*?)</p>', page, re.DOTALL).group(1)
+        assert f"<code>rlbook run {ch[:2]}</code>" in note, ch
+        entry = times.get(ch)
+        nb = nbformat.read(ROOT / "notebooks" / f"{ch}.ipynb", as_version=4)
+        if entry and entry["code_sha256"] == site.code_fingerprint(nb.cells):
+            minutes = entry["seconds"] / 60
+            shown = re.search(r"(under a minute|(about|under) (\d+)(½?) minutes?)</span> on (\d+) CPU core", note)
+            assert shown, (ch, note)
+            if minutes < 1:
+                assert shown.group(1) == "under a minute", (ch, note)
+            else:
+                value = int(shown.group(3)) + 0.5 * bool(shown.group(4))
+                if entry["load_average"] > entry["cpu_cores"]:  # a busy machine: a bound
+                    assert shown.group(2) == "under" and 0 < value - minutes <= 0.5, (ch, note)
+                else:
+                    assert shown.group(2) == "about" and abs(value - minutes) <= 0.25, (ch, note)
+            assert int(shown.group(5)) == entry["cpu_cores"]
+        else:
+            assert "not been measured" in note, (ch, note)
+        # long text outputs: the cells whose text outputs pass the limit, counted here independently
+        long = 0
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            texts, figure = [], False
+            for out in cell.outputs:
+                data = out.get("data", {})
+                figure |= any(k != "text/plain" for k in data)
+                texts.append(out.get("text") or "\n".join(out.get("traceback", [])) or data.get("text/plain", ""))
+            n = sum(t.rstrip("\n").count("\n") + 1 for t in texts if t.strip())
+            long += (not figure) and n > site.LONG_OUTPUT_LINES
+        assert page.count("tag_rlbook-long-output") == long, ch
+    assert sum((html / f"{ch}.html").read_text().count("tag_rlbook-long-output") for ch in CHAPTERS) >= 10
+
+
+def test_cli_book_pdf_prints_the_last_build_into_the_build_folder(tmp_path, monkeypatch, capsys):
+    """`rlbook book --pdf` hands the built site and the table of contents' pages to the printer
+    (tests/browser/test_site_reader.py prints the real book)."""
+    html = tmp_path / "b" / "html"
+    html.mkdir(parents=True)
+    (html / "index.html").write_text("<html></html>")
+    calls = []
+
+    def fake_print(html_dir, pdf_path, pages):
+        calls.append((html_dir, pdf_path, pages))
+        return {"path": pdf_path, "pages": 3, "bytes": 1000, "formulas": 2, "seconds": 0.1}
+
+    monkeypatch.setattr(site, "print_pdf", fake_print)
+    assert cli.main(["book", "--no-build", "--pdf", "--out", str(tmp_path / "b")]) == 0
+    assert calls == [(html, tmp_path / "b" / site.PDF_NAME, site.toc_pages(BOOK))]
+    assert site.toc_pages(BOOK) == ["intro", *CHAPTERS, "glossary", "bibliography"]
+    assert "printed 3 pages" in capsys.readouterr().err

@@ -11,7 +11,11 @@
   the site uses MathJax 3, so ``_assets/rlbook-mathjax2-shim.js`` maps that call to
   ``MathJax.typesetPromise``.
 * ``_assets/rlbook-reader.css`` wraps long code lines and keeps figures' aspect ratio;
-  ``_assets/rlbook-zoom.js`` enlarges a figure on click (offline, no library).
+  ``_assets/rlbook-zoom.js`` enlarges a figure on click (offline, no library);
+  ``_assets/rlbook-reader.js`` shows long text outputs collapsed, with a "show all" button.
+* The theme's repository button (top right of every page) links to ``repository.url`` of
+  ``_config.yml``, the one place the address is written (``sphinx.config.html_theme_options``
+  there replaces the options Jupyter Book would derive from it, so they are added here).
 """
 
 from __future__ import annotations
@@ -34,11 +38,27 @@ def _page_context(app, pagename, templatename, context, doctree):
     scripts[:] = kept
 
 
+def _repository_button(app, config):
+    from pathlib import Path
+
+    import yaml
+
+    book = yaml.safe_load((Path(app.srcdir) / "_config.yml").read_text()) or {}
+    repo = book.get("repository") or {}
+    if repo.get("url"):
+        config.html_theme_options = {**config.html_theme_options, "repository_url": repo["url"],
+                                     "repository_branch": repo.get("branch", "main"),
+                                     "path_to_docs": repo.get("path_to_book", ""),
+                                     "use_repository_button": True}
+
+
 def setup(app):
+    app.connect("config-inited", _repository_button)
     app.connect("html-page-context", _page_context, priority=999)
     app.add_js_file("rlbook-mathjax2-shim.js", priority=100)
     app.add_css_file("rlbook-reader.css")
     app.add_js_file("rlbook-zoom.js", priority=500)
+    app.add_js_file("rlbook-reader.js", priority=500)
     # after every other script: RequireJS makes UMD scripts loaded after it (clipboard.js) register
     # as anonymous AMD modules, which it then rejects
     app.add_js_file("vendor/require.js", priority=990)

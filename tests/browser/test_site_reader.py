@@ -1,0 +1,122 @@
+"""What a reader of the built site expects beyond the text, in a real browser with the network off.
+
+* every chapter's "Download this notebook" link downloads the stored notebook from the site itself;
+* a long text output shows collapsed to its first lines, with a "Show all N lines" button that
+  opens it whole and closes it again;
+* ``rlbook book --pdf``: the whole book printed by the system Chromium, offline, with every formula
+  typeset: more pages than chapters, and every chapter's title and its first section in the PDF's
+  outline (the bookmarks Chromium makes from the printed headings).
+
+Screenshots: ``site_long_output_collapsed.png`` and ``site_long_output_open.png`` in the artefacts
+folder; the PDF is copied there too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import zlib
+from pathlib import Path
+
+from rlbook.app import site
+from rlbook.app.chapters import list_chapters
+
+from .test_site_pages import CHAPTERS, ROOT, _wait_until_rendered, built_site  # noqa: F401  (the module's site)
+
+
+def test_download_link_gives_the_stored_notebook(built_site, offline_page, tmp_path):  # noqa: F811
+    _, base = built_site
+    page = offline_page.page
+    chapter = CHAPTERS[-1]
+    page.goto(f"{base}/{chapter}.html")
+    _wait_until_rendered(page)
+    link = page.locator("a.rlbook-download")
+    assert link.count() == 1 and link.is_visible() and "Download this notebook" in link.text_content()
+    with page.expect_download() as info:
+        link.click()
+    download = info.value
+    assert download.suggested_filename == f"{chapter}.ipynb"
+    saved = tmp_path / download.suggested_filename
+    download.save_as(saved)
+    assert saved.read_bytes() == (ROOT / "notebooks" / f"{chapter}.ipynb").read_bytes()
+    assert json.loads(saved.read_text())["nbformat"] == 4
+    note = page.locator(".rlbook-run-time")
+    assert note.is_visible() and f"rlbook run {chapter[:2]}" in note.text_content()
+    assert offline_page.external_requests == [] and offline_page.page_errors == [] and offline_page.console_errors == []
+
+
+def test_long_outputs_are_collapsed_until_asked(built_site, offline_page, artifact_dir):  # noqa: F811
+    html_dir, base = built_site
+    page = offline_page.page
+    page.goto(f"{base}/09_grpo.html")
+    _wait_until_rendered(page)
+    cells = page.locator("div.cell.tag_rlbook-long-output")
+    assert cells.count() == (html_dir / "09_grpo.html").read_text().count("tag_rlbook-long-output") >= 1
+    assert page.locator("button.rlbook-output-toggle").count() == cells.count()
+    cell = cells.first
+    output, button = cell.locator("div.cell_output"), cell.locator("button.rlbook-output-toggle")
+    lines = output.evaluate("o => o.innerText.replace(/\\n+$/, '').split('\\n').length")
+    assert lines > site.LONG_OUTPUT_LINES
+    shown, full = output.evaluate("o => [o.clientHeight, o.scrollHeight]")
+    assert shown < 0.7 * full, (shown, full)  # collapsed: most of it hidden
+    line_height = output.evaluate("o => parseFloat(getComputedStyle(o.querySelector('pre')).lineHeight)")
+    assert 10 * line_height < shown < (site.LONG_OUTPUT_LINES + 1) * line_height  # its first lines show
+    assert button.text_content() == f"Show all {lines} lines" and button.get_attribute("aria-expanded") == "false"
+    button.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifact_dir / "site_long_output_collapsed.png"))
+    button.click()
+    shown, full = output.evaluate("o => [o.clientHeight, o.scrollHeight]")
+    assert shown >= full - 1 and button.text_content() == "Show less"
+    cell.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifact_dir / "site_long_output_open.png"))
+    button.click()
+    assert output.evaluate("o => o.clientHeight < 0.7 * o.scrollHeight")
+    # printing shows every output whole
+    page.emulate_media(media="print")
+    assert output.evaluate("o => o.clientHeight >= o.scrollHeight - 1")
+    assert offline_page.external_requests == [] and offline_page.page_errors == [] and offline_page.console_errors == []
+
+
+def _pdf_strings(data: bytes) -> str:
+    """The PDF's text strings outside page content (outline titles): literal and UTF-16 hex strings,
+    from plain and Flate-compressed objects."""
+    chunks = [data]
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
+        try:
+            chunks.append(zlib.decompress(m.group(1)))
+        except zlib.error:
+            pass
+    found = []
+    for chunk in chunks:
+        for m in re.finditer(rb"/Title\s*(<[0-9A-Fa-f\s]*>|\((?:\\.|[^\\)])*\))", chunk):
+            raw = m.group(1)
+            if raw.startswith(b"<"):
+                hexed = bytes.fromhex(raw[1:-1].decode().replace(" ", "").replace("\n", ""))
+                found.append(hexed[2:].decode("utf-16-be") if hexed[:2] == b"\xfe\xff" else hexed.decode("latin-1"))
+            else:
+                text = re.sub(rb"\\([()\\])", rb"\1", raw[1:-1])
+                found.append(text.decode("utf-16-be")[1:] if text[:2] == b"\xfe\xff" else text.decode("latin-1"))
+    return "\n".join(found)
+
+
+def test_the_whole_book_prints_to_pdf_offline(built_site, browser, artifact_dir, tmp_path):  # noqa: F811
+    """The PDF of ``rlbook book --pdf`` (here with the tests' Chromium; the command launches its own)."""
+    html_dir, _ = built_site
+    pdf = tmp_path / site.PDF_NAME
+    printed = site.print_pdf(html_dir, pdf, site.toc_pages(site.find_book_dir(ROOT)), browser=browser)
+    shutil.copy2(pdf, artifact_dir / site.PDF_NAME)
+    chapters = list_chapters(ROOT / "notebooks")
+    assert pdf.read_bytes().startswith(b"%PDF-")
+    assert printed["pages"] == site.pdf_page_count(pdf) > 10 * len(chapters), printed
+    assert printed["formulas"] > 1000, printed  # typeset before printing (raw TeX would be an error)
+    assert not (html_dir / "_rlbook_print.html").exists()  # the site is left as it was
+    # a heading that wraps on the sheet is one outline title with its line breaks dropped: compare
+    # without white space
+    titles = re.sub(r"\s+", "", _pdf_strings(pdf.read_bytes()))
+    for ch in (chapters[0], chapters[-1]):
+        assert re.sub(r"\s+", "", ch.title) in titles, (ch.title, titles[:2000])
+        nb = json.loads(ch.path.read_text())
+        section = next(line.lstrip("#").strip() for cell in nb["cells"] if cell["cell_type"] == "markdown"
+                       for line in "".join(cell["source"]).splitlines() if line.startswith("## "))
+        assert re.sub(r"[$`*\s]", "", section)[:20] in titles, (section, ch.path.name)
