@@ -391,3 +391,26 @@ def test_cli_book_pdf_prints_the_last_build_into_the_build_folder(tmp_path, monk
     assert calls == [(html, tmp_path / "b" / site.PDF_NAME, site.toc_pages(BOOK))]
     assert site.toc_pages(BOOK) == ["intro", *CHAPTERS, "glossary", "bibliography"]
     assert "printed 3 pages" in capsys.readouterr().err
+
+
+def test_combined_page_joins_the_pages_in_order_with_their_widget_states(tmp_path):
+    """The page that `rlbook book --pdf` prints: the first page's frame, every page's article in
+    order, every page's saved widget state, and links between pages turned into links inside it."""
+    def page(name, body, state=""):
+        head = f'<head><title>{name}</title>{state}<script src="_static/x.js"></script></head>'
+        return f'<html>{head}<body><nav>menu</nav><article class="bd-article">{body}</article><footer>f</footer></body></html>'
+
+    state = '<script type="application/vnd.jupyter.widget-state+json">{"state": {"m1": {}}}</script>'
+    (tmp_path / "intro.html").write_text(page("intro", '<h1>Book</h1><a href="02_b.html#sec-2">see</a>'))
+    (tmp_path / "01_a.html").write_text(page("01_a", '<h1>A</h1><a href="intro.html">home</a>', state))
+    (tmp_path / "02_b.html").write_text(page("02_b", '<h1 id="sec-2">B</h1><a href="https://example.org/02_b.html">x</a>'))
+    out = site.combined_page(tmp_path, ["intro", "01_a", "02_b"])
+    assert out.count('<section class="rlbook-print-page"') == 3
+    assert out.index("<h1>Book</h1>") < out.index("<h1>A</h1>") < out.index('<h1 id="sec-2">B</h1>')
+    assert 'href="#sec-2"' in out and 'href="#rlbook-page-intro"' in out  # links inside the one page
+    assert 'href="https://example.org/02_b.html"' in out  # an external link is left alone
+    assert out.split("</head>")[0].count("widget-state+json") == 1 and '"m1"' in out.split("</head>")[0]
+    assert out.count("<nav>menu</nav>") == 1 and '<body class="rlbook-print"' in out
+    (tmp_path / "bad.html").write_text("<html><head></head><body>no article</body></html>")
+    with pytest.raises(ValueError, match="bad.html"):
+        site.combined_page(tmp_path, ["intro", "bad"])

@@ -553,7 +553,8 @@ def find_chromium() -> str | None:
 
 _RENDERED = """async () => {
     const sleep = ms => new Promise(r => setTimeout(r, ms));
-    for (let i = 0; i < 600 && !(window.MathJax && window.MathJax.startup && window.MathJax.startup.promise); i++) await sleep(100);
+    const mathjax = document.querySelector('script[src*="mathjax"]') !== null;  // the site's pages load it
+    for (let i = 0; i < 600 && mathjax && !(window.MathJax && window.MathJax.startup && window.MathJax.startup.promise); i++) await sleep(100);
     if (window.MathJax && window.MathJax.startup) await window.MathJax.startup.promise;
     const views = () => document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
     const shown = () => [...document.querySelectorAll('.widget-subarea')].filter(e => e.children.length > 0).length;

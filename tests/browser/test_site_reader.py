@@ -17,7 +17,8 @@ import json
 import re
 import shutil
 import zlib
-from pathlib import Path
+
+import pytest
 
 from rlbook.app import site
 from rlbook.app.chapters import list_chapters
@@ -120,3 +121,16 @@ def test_the_whole_book_prints_to_pdf_offline(built_site, browser, artifact_dir,
         section = next(line.lstrip("#").strip() for cell in nb["cells"] if cell["cell_type"] == "markdown"
                        for line in "".join(cell["source"]).splitlines() if line.startswith("## "))
         assert re.sub(r"[$`*\s]", "", section)[:20] in titles, (section, ch.path.name)
+
+
+def test_printing_refuses_a_page_that_reaches_off_the_machine(browser, tmp_path):
+    """The offline guarantee of `rlbook book --pdf` is checked, not assumed: a page asking for an
+    image from another host stops the print with the address named (the request itself is refused)."""
+    page = ('<html><head><title>t</title></head><body><article class="bd-article"><h1>Offline?</h1>'
+            '<p>text</p><img src="https://example.org/tracker.png"></article></body></html>')
+    (tmp_path / "intro.html").write_text(page)
+    with pytest.raises(RuntimeError, match="example.org/tracker.png"):
+        site.print_pdf(tmp_path, tmp_path / "out.pdf", ["intro"], browser=browser, timeout_s=60)
+    (tmp_path / "intro.html").write_text(page.replace('<img src="https://example.org/tracker.png">', ""))
+    printed = site.print_pdf(tmp_path, tmp_path / "out.pdf", ["intro"], browser=browser, timeout_s=60)
+    assert printed["pages"] == 1 and printed["formulas"] == 0
