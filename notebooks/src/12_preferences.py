@@ -308,13 +308,10 @@ def sample_answer_pairs(num_prompts, split, seed):
 
 
 def label_pairs(pairs, temperature, seed):
-    """Bradley–Terry labels with noise level T (T = 0: the larger gold reward wins): (chosen, rejected) lists."""
+    """Bradley–Terry labels at noise level T by the library's `bradley_terry_labels` (T = 0: the larger gold
+    reward wins): (chosen, rejected) lists and the share of labels against the gold order."""
     prompts, a, b, gold_a, gold_b = pairs
-    if temperature == 0:
-        a_wins = gold_a > gold_b
-    else:
-        noise = torch.rand(len(prompts), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-        a_wins = noise < torch.sigmoid((gold_a - gold_b) / temperature)
+    a_wins, _ = rl.lm.bradley_terry_labels(gold_a, gold_b, temperature, torch.Generator().manual_seed(seed))
     chosen = [x if w else y for x, y, w in zip(a, b, a_wins.tolist())]
     rejected = [y if w else x for x, y, w in zip(a, b, a_wins.tolist())]
     return chosen, rejected, (a_wins != (gold_a > gold_b)).double().mean().item()
@@ -735,6 +732,28 @@ rl.claim("reaches a higher expected gold reward than best-of-$N$ at the same KL"
 rl.claim("the largest gap is below 0.1 reward units", max(gaps), high=0.1)
 rl.claim("the gap is below $10^{-4}$", max(gaps[3:]), high=1e-4)
 assert all(a > b for a, b in zip(gaps[:3], gaps[1:4])), "the gap shrinks as N grows"
+
+# %% [markdown]
+# **Explore.** The explorer below puts §12.4 and §12.5 side by side over six answers with fixed rewards:
+# move $\beta$ and watch $\pi^*$ tilt away from $\pi_{\text{ref}}$ (its expected reward, its KL and
+# $\beta\log Z$ are printed), move $N$ and watch best-of-$N$'s distribution and its exact KL against the
+# $\log N - (N-1)/N$ bound. The third panel is where the next chapter starts: DPO's per-pair gradient
+# weight $\sigma(\hat r_{\text{rejected}} - \hat r_{\text{chosen}})$ against the implicit-reward margin,
+# at the current $\beta$. The static figure shows it at $\beta$ = 0.5, $N$ = 4.
+
+# %%
+from rlbook.widgets.preference_explorer import FIGSIZE, plot_preference, preference_explorer, preference_readout
+
+fig, axes = plt.subplots(1, 3, figsize=FIGSIZE)
+plot_preference(0.5, 4, axes=axes)
+fig.tight_layout()
+print(preference_readout(0.5, 4)[0]);
+
+# %%
+try:
+    display(preference_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
+except ImportError:
+    print("ipywidgets is not installed: the static figure above shows the explorer at β = 0.5, N = 4")
 
 # %% [markdown]
 # ## 12.6 When the reward is learned: a first look at over-optimisation

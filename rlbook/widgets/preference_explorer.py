@@ -1,7 +1,7 @@
 """Preference explorer: β tilts π_ref into π*, best-of-N's distribution and KL, DPO's gradient weight.
 
 Over a handful of answers y₁ … y_K with a fixed reference policy π_ref and fixed rewards r (a preset),
-the explorer draws three things that chapters 12 and 13 derive:
+the explorer draws three things that chapter 12 derives (the third is where DPO starts):
 
     the KL-regularised optimum   π*(y) = π_ref(y)·exp(r(y)/β) / Z,   max_π E_π[r] − β·KL(π‖π_ref) = β·log Z
                                  (Rafailov et al. 2023, arXiv:2305.18290, eq. 4 and App. A.1);
