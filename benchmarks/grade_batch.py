@@ -1,6 +1,8 @@
 """Grading throughput: a batch of honest submissions graded by ``rlbook assignments grade``.
 
-Makes ``--per-part`` submissions of every assignment (default 15 each, so 60 for the four parts) from
+Makes ``--per-part`` submissions of every part's assignment (default 15 each, so 60 for the four parts;
+the capstone, ``capstone_grpo``, whose graded training run makes it several times slower, only when
+named) from
 the instructor solutions (each a copy of the instructor's notebook with a comment naming its student
 added to the first solution cell, so no two are byte-identical), grades them with
 ``rlbook.app.assignments.grade`` in the bubblewrap sandbox, ``--jobs`` at a time, and prints the wall
@@ -12,6 +14,7 @@ CPU time of the sandboxed kernels is not reported: their processes are reaped ou
 
     python benchmarks/grade_batch.py                     # 60 submissions, 2 at a time
     python benchmarks/grade_batch.py --per-part 3 --jobs 2 --source my-course/source
+    python benchmarks/grade_batch.py --per-part 4 capstone_grpo      # the capstone's time per submission
 
 The issue's target is 60 submissions in at most 10 minutes on 2 CPU cores. Wall time depends on the
 machine and its load (run it on an otherwise idle machine for a clean number); the last line is one
@@ -64,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=int, default=A.DEFAULT_TIMEOUT, help="seconds per cell (default: %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="grading seed (default: a fresh random one)")
     p.add_argument("--source", default=str(ROOT / "assignments" / "source"), help="the instructor versions")
-    p.add_argument("names", nargs="*", help="assignments (default: all)")
+    p.add_argument("names", nargs="*", help="assignments (default: every part's, partN_...)")
     args = p.parse_args(argv)
     if args.per_part < 1:
         p.error(f"--per-part must be >= 1, got {args.per_part}")
     source = Path(args.source)
-    names = args.names or A.list_assignments(source)
+    names = args.names or [n for n in A.list_assignments(source) if n.startswith("part")]
     with tempfile.TemporaryDirectory(prefix="rlbook-grade-batch-") as tmp:
         subs = Path(tmp) / "submitted"
         n = make_submissions(subs, source, names, args.per_part)

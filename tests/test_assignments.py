@@ -13,7 +13,10 @@ the guard stand in the way: a submission that probes the sandbox (reading the in
 gradebook and another student's folder, writing outside its folder, the network), an endless loop
 (interrupted after the per-cell timeout passed, not nbgrader's 30 s default), ``sys.exit``, deleting
 files and writing a 100 MB file, killing the kernel, and the runtime forms of the attacks; the rest of
-the batch is graded. Sandbox tests skip only where bubblewrap is not installed (CI installs it).
+the batch is graded. Sandbox tests skip only where bubblewrap is not installed (CI installs it). The
+capstone (``capstone_grpo``) is graded in the first run too: its instructor version trains and passes
+the held-out pass@1 threshold with the batch's grading seed, its planted mistake (the advantages' sign
+flipped in the loop) loses exactly the training test, and calling the library's scorer is refused.
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ MISTAKES = [
     # group advantages without the division by the group's standard deviation
     ("part3_grpo_loss", "group_advantages", "(centred / (spread + eps))", "centred",
      {"test_group_advantages", "test_group_advantages_scale"}),
+    # the capstone's loop with the advantages' sign flipped: every piece is right, the policy learns to
+    # be wrong (held-out pass@1 falls to 0), and only the training test's held-out threshold catches it
+    ("capstone_grpo", "train_grpo_loop", 'batch["advantages"] = group_advantages(', 'batch["advantages"] = -group_advantages(',
+     {"test_training"}),
 ]
 
 # The attacks, graded in the main batch with every layer on: (student, assignment, start from "source" or
@@ -91,6 +98,13 @@ ATTACKS = [
      None, "REFERENCE"),
     # a test cell edited to pass: restored from the instructor's version, so it scores what the code earns
     ("atk_edited_test", "part3_grpo_loss", "source", {"test_k3": lambda t: "pass\n"}, set(), "differs"),
+    # the capstone's log-probs from the library's scorer (in rlbook.lm): the cell is refused, and every
+    # test that needs the student's scorer (the step, accumulation, the training run) scores 0
+    ("atk_capstone_scorer", "capstone_grpo", "source",
+     {"response_log_probs": lambda t: _solution(t, "    return rl.lm.completion_log_probs(policy, prompt_ids, completion_ids, "
+                                                   "completion_mask=completion_mask, forbidden_ids=forbidden_ids)")},
+     {"test_response_log_probs", "test_response_log_probs_gradient", "test_microbatch_step", "test_gradient_accumulation",
+      "test_training"}, "library's implementation"),
 ]
 
 # Submissions that pass the visible tests of some cells without a correct function: each must lose
@@ -277,6 +291,9 @@ GRADED_ORACLES = {
     "part3_grpo_loss": {"group_relative_advantages", "kl_k3", "seq_mean_token_mean", "token_mean", "fixed_length_mean",
                         "clipped_surrogate_loss", "grpo_loss"},
     "part4_modern_variant": {"clipped_surrogate_loss", "cispo_loss", "gspo_loss"},
+    "capstone_grpo": {"group_relative_advantages", "kl_k3", "seq_mean_token_mean", "clipped_surrogate_loss",
+                      "completion_log_probs", "token_log_probs", "get_response_log_probs", "grpo_microbatch_train_step",
+                      "policy_gradient_loss", "clipped_surrogate_loss_masked", "train_grpo"},
 }
 # Visible expressions shaped like a piece of a solution that are there on purpose (each a property the
 # task's text states, computed with the student's own functions or from the inputs, not an answer):
@@ -428,8 +445,12 @@ def test_the_grading_seed_lives_in_hidden_tests_only(name):
 # --- without nbgrader: the sources' structure ---------------------------------------------------------------
 
 
-def test_there_is_one_assignment_per_part():
-    assert [n.split("_")[0] for n in NAMES] == ["part1", "part2", "part3", "part4"], NAMES
+def test_there_is_one_assignment_per_part_and_a_capstone():
+    """One assignment per part of the book (``partN_...``), and capstones (``capstone_...``) beside them."""
+    parts = [n.split("_")[0] for n in NAMES if n.startswith("part")]
+    assert parts == ["part1", "part2", "part3", "part4"], NAMES
+    capstones = [n for n in NAMES if not n.startswith("part")]
+    assert capstones == ["capstone_grpo"], NAMES
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -37,11 +37,14 @@ def _protected(nb) -> set[str]:
 @pytest.mark.parametrize("nb", SOURCES, ids=[p.stem for p in SOURCES])
 def test_every_instructor_solution_runs_untouched(nb):
     protected = _protected(nb)
-    solutions = [src for kind, meta, src in _cells(nb) if kind == "code" and meta.get("solution")]
+    solutions = [(src, meta.get("grade")) for kind, meta, src in _cells(nb) if kind == "code" and meta.get("solution")]
     assert solutions
-    for src in solutions:
+    for src, by_hand in solutions:
         code, flags, dropped = G.restrict(src, protected)
-        assert code is not None and flags == [] and dropped == [], (src[:200], flags, dropped)
+        assert code is not None and flags == [], (src[:200], flags)
+        if by_hand:  # a code answer graded by hand (the capstone's ablation): its runs are left out at grading
+            continue
+        assert dropped == [], (src[:200], dropped)
         assert ast.dump(ast.parse(code)) == ast.dump(ast.parse(src)), "a definition was left out"
 
 

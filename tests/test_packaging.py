@@ -70,6 +70,9 @@ def test_wheel_carries_the_chapters_the_site_and_the_assignments(wheel):
         assert f"rlbook/_bundled/assignments/student/{nb.parent.name}/{nb.name}" in names
     assert not any("/_build/" in n for n in names), "a build folder leaked into the wheel"
     assert "rlbook/data/grpo_variants.json" in names
+    # the capstone assignment's fixed supervised start, which its grading kernel loads from the package
+    for rel in ("config.json", "model.safetensors", "rlbook_metadata.json"):
+        assert f"rlbook/data/grpo_start/{rel}" in names, rel
 
 
 def test_installed_wheel_runs_from_any_folder(wheel, tmp_path):
