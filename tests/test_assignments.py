@@ -199,6 +199,8 @@ HOSTILE = {
     "rt_rebind_reference": ("top", "k3", "rl.kl_k3 = lambda log_probs, ref_log_probs: torch.zeros_like(log_probs)\n"),
     "rt_noop_assert_close": ("top", "group_advantages", "torch.testing.assert_close = lambda *args, **kwargs: None\n"),
     "rt_oracle_call": ("body", "k3", "    return rl.kl_k3(log_probs, ref_log_probs)\n"),
+    # a library scorer reached through rlbook.lm (the capstone's oracles live there): poisoned too
+    "rt_lm_oracle_call": ("body", "k3", "    rl.lm.token_log_probs(torch.zeros(1, 2, 3), torch.zeros(1, 2, dtype=torch.long))\n"),
     # a wrong k3 that changes the test's input so that the reference computed after it is 0 too
     "rt_mutates_inputs": ("body", "k3", "    ref_log_probs.copy_(log_probs)\n    return torch.zeros_like(log_probs)\n"),
 }
@@ -921,6 +923,7 @@ def test_a_function_cannot_change_the_tests_inputs(hostile):
     ("rt_rebind_reference", {"test_k3"}, "GradingIntegrityError"),
     ("rt_noop_assert_close", {"test_group_advantages"}, "GradingIntegrityError"),
     ("rt_oracle_call", {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "OracleCallError"),
+    ("rt_lm_oracle_call", {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "OracleCallError"),
 ])
 def test_the_guard_catches_what_reaches_the_kernel(hostile, student, tests, error):
     """With the reduction to definitions off, the guard in the kernel still fails and flags the
