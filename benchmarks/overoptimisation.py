@@ -28,10 +28,28 @@ Setting (every seed s; Gao et al. 2022, arXiv:2210.10760, on a scale a laptop ca
 
 Fits (per seed, on the gold reward's gain over the supervised model, d > 0): best-of-N
 R(d) = d(α − βd), peak at d* = α/(2β); RL R(d) = d(α − β·log d), peak at d* = exp(α/β − 1)
-(``scipy.optimize.curve_fit``). Reported per seed: the measured peak (d and gold at the best
+(``scipy.optimize.curve_fit``); a fitted peak counts as identified only with α > 0 and d* inside
+the measured range of d. Reported per seed: the measured peak (d and gold at the best
 evaluation), gold and proxy at the end, the fitted α, β and d*; across seeds the mean with its
 95 % t-interval (``rl.mean_ci``). Seed s's best-of-N and RL share its supervised model, pairs and
 reward model (paired).
+
+Measured (seeds 0/1/2, 300 comparisons; ``rlbook/data/overoptimisation.json``). The reward model
+orders held-out pairs as the gold reward does on 0.64/0.56/0.67 of the pairs whose gold rewards
+differ: it learned "short is good" and little about correctness. Best-of-N on it: gold rises from
+0.22/0.15/0.21 to 0.33/0.20/0.32 at d = 0.80/0.66/0.80 (N = 4/3/4: the working is dropped, the
+answers stay as right as before), then falls to −0.06/−0.10/−0.04 at N = 64 (d = 1.78; seed 0's
+accuracy 0.44 → 0.03) while the proxy rises at every N; the fitted d(α − βd) peaks at d* = 0.61/0.48/0.61
+(rmse 0.02). GRPO on it (40 steps): gold rises from 0.24 to 0.33 at d = 0.85 on seed 0, by
+0.02 (within noise) on seed 1 and not at all on seed 2, then falls on all three to −0.06/−0.07/+0.02
+at d = 2.3/2.8/2.2 while the proxy climbs from −0.01/−0.02/−0.05 to 0.24/0.23/0.17; the RL form
+d(α − β·log d) identifies a peak on seed 0 only (d* = 0.39, against the measured 0.85). The policy learned to drop its working and then
+to give a few answers the proxy likes whatever the question (seed 1: "118" or "119" to most
+prompts).
+With 1000 comparisons (``--num-pairs 1000 --rm-steps 133``, ``overoptimisation_pairs1000.json``)
+the proxy was no better (0.61/0.58/0.67) and the curves look the same. Wall time: 176 s for three
+seeds once the supervised models are cached (about 10 minutes more per model trained on a loaded
+2-core machine), 36 s for ``--seeds 0 --small``.
 
     python benchmarks/overoptimisation.py --seeds 0 1 2 --save     # rlbook/data/overoptimisation.json
     python benchmarks/overoptimisation.py --seeds 0 --small        # the chapter's live version
@@ -224,7 +242,7 @@ def fit(form, d, gain) -> dict:
     try:
         (alpha, beta), _ = curve_fit(form, d[keep], gain[keep], p0=(1.0, 1.0), maxfev=20000)
     except RuntimeError:
-        return {"alpha": None, "beta": None, "d_peak": None, "gain_peak": None, "rmse": None}
+        return {"alpha": None, "beta": None, "d_peak": None, "gain_peak": None, "rmse": None, "identified": False}
     rmse = float(np.sqrt(np.mean((form(d[keep], alpha, beta) - gain[keep]) ** 2)))
     if beta <= 0:
         d_peak = None
@@ -233,7 +251,10 @@ def fit(form, d, gain) -> dict:
     else:
         d_peak = math.exp(alpha / beta - 1)
     gain_peak = None if d_peak is None else float(form(d_peak, alpha, beta))
-    return {"alpha": float(alpha), "beta": float(beta), "d_peak": d_peak, "gain_peak": gain_peak, "rmse": rmse}
+    # a peak the data can speak for: a rise first (α > 0) and d* inside the measured range of d
+    identified = bool(alpha > 0 and d_peak is not None and d[keep].min() <= d_peak <= d.max())
+    return {"alpha": float(alpha), "beta": float(beta), "d_peak": d_peak, "gain_peak": gain_peak, "rmse": rmse,
+            "identified": identified}
 
 
 def _summary(curve: dict) -> dict:
@@ -298,6 +319,7 @@ def _fit_text(f) -> str:
     if f["alpha"] is None:
         return "did not converge"
     peak = "no maximum" if f["d_peak"] is None else f"d* {f['d_peak']:.2f}, gain {f['gain_peak']:+.3f}"
+    peak += "" if f["identified"] else ", peak not identified"
     return f"α {f['alpha']:+.3f} β {f['beta']:+.3f} ({peak}; rmse {f['rmse']:.3f})"
 
 
@@ -330,11 +352,11 @@ def main(argv=None) -> dict:
             cells["start_gold"] = rl.mean_ci([r["summary"][name]["start_gold"] for r in rows])
             cells["peak_gain"] = rl.mean_ci([r["summary"][name]["peak_gold"] - r["summary"][name]["start_gold"] for r in rows])
             cells["end_minus_peak"] = rl.mean_ci([r["summary"][name]["end_gold"] - r["summary"][name]["peak_gold"] for r in rows])
-            fitted = [r["fits"][name]["d_peak"] for r in rows]
-            cells["fit_d_peak"] = rl.mean_ci(fitted) if None not in fitted else None
+            fits = [r["fits"][name] for r in rows]
+            cells["fit_d_peak"] = rl.mean_ci([f["d_peak"] for f in fits]) if all(f["identified"] for f in fits) else None
             table[name] = cells
             print(f"{'':<10} gold gain at the peak {_ci(cells['peak_gain'])}, end − peak {_ci(cells['end_minus_peak'])}, "
-                  f"fitted d* {'not every seed has one' if cells['fit_d_peak'] is None else _ci(cells['fit_d_peak'])}")
+                  f"fitted d* {'not identified on every seed' if cells['fit_d_peak'] is None else _ci(cells['fit_d_peak'])}")
     wall = time.perf_counter() - start
     print(f"total {wall:.0f} s")
     record = {"seeds": args.seeds, "small": args.small, "runs": rows, "table": table, "wall_s": round(wall, 1),
