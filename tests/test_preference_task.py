@@ -235,3 +235,27 @@ def test_grpo_on_the_proxy_raises_the_proxy_reward(task, tok):
     history = rl.train_grpo(policy, tok, proxy, config, progress=False)
     rewards = np.asarray(history["reward"])
     assert rewards[-3:].mean() > rewards[:3].mean() + 0.5
+
+
+@pytest.mark.slow
+def test_overoptimisation_small_run_shows_gold_peaking_while_the_proxy_rises(monkeypatch):
+    """The chapter's live run (``benchmarks/overoptimisation.py --seeds 0 --small``): over-optimisation appears.
+
+    Measured on the 2-core machine (36 s with chapter 10's supervised model cached): best-of-N gold
+    0.213 → 0.298 at d = 0.66 → −0.063 at d = 1.78, proxy −0.00 → 0.27; GRPO (20 steps, β = 0)
+    gold 0.232 → 0.307 at d = 0.49 → 0.050 at d = 1.60, proxy −0.02 → 0.19. The thresholds keep a
+    margin for another CPU's float order.
+    """
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bench = importlib.import_module("overoptimisation")
+    run = bench.main(["--seeds", "0", "--small"])["runs"][0]
+    for name, rise, fall, proxy_rise in (("best_of_n", 0.04, 0.2, 0.15), ("rl", 0.03, 0.15, 0.1)):
+        curve = run[name]
+        gold, proxy = np.asarray(curve["gold"]), np.asarray(curve["proxy"])
+        assert gold.max() >= gold[0] + rise, (name, gold)  # gold rises first ...
+        assert gold[-1] <= gold.max() - fall, (name, gold)  # ... then falls well below its peak
+        assert proxy[-1] >= proxy[0] + proxy_rise, (name, proxy)  # while the proxy keeps rising
+        assert int(np.argmax(gold)) < len(gold) - 1
