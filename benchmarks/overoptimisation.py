@@ -47,7 +47,10 @@ d(α − β·log d) identifies a peak on seed 0 only (d* = 0.39, against the mea
 to give a few answers the proxy likes whatever the question (seed 1: "118" or "119" to most
 prompts).
 With 1000 comparisons (``--num-pairs 1000 --rm-steps 133``, ``overoptimisation_pairs1000.json``)
-the proxy was no better (0.61/0.58/0.67) and the curves look the same. Wall time: 176 s for three
+the proxy was no better (0.61/0.58/0.67) and the curves look the same. A KL penalty
+(``--kl-coef 0.1``, seed 0) slowed the drift (d = 1.95 after 40 steps instead of 2.27) but gold
+traced the same curve in d (peak 0.335 at d = 0.79, −0.02 at d = 1.95), as Gao et al. found: the
+penalty acts like early stopping. Wall time: 176 s for three
 seeds once the supervised models are cached (about 10 minutes more per model trained on a loaded
 2-core machine), 36 s for ``--seeds 0 --small``.
 
@@ -191,8 +194,9 @@ def _evaluate(policy, sft, rm, tok, gold, problems) -> dict:
             "texts": out.texts, "prompts": prompts}
 
 
-def rl_curve(sft, rm, tok, task, gold, seed: int, num_steps: int, eval_steps, eval_prompts: int) -> dict:
-    """GRPO (β = 0) against the proxy; gold, proxy and KL at ``eval_steps``."""
+def rl_curve(sft, rm, tok, task, gold, seed: int, num_steps: int, eval_steps, eval_prompts: int,
+             kl_coef: float = 0.0) -> dict:
+    """GRPO (β = ``kl_coef``, default 0) against the proxy; gold, proxy and KL at ``eval_steps``."""
     import torch
 
     import rlbook as rl
@@ -201,11 +205,12 @@ def rl_curve(sft, rm, tok, task, gold, seed: int, num_steps: int, eval_steps, ev
     from rlbook.lm.tokenizer import forbidden_token_ids
 
     policy = copy.deepcopy(sft)
-    config = rl.GRPOConfig(prompts_per_step=32, group_size=8, num_minibatches=2, max_new_tokens=MAX_NEW, kl_coef=0.0,
+    config = rl.GRPOConfig(prompts_per_step=32, group_size=8, num_minibatches=2, max_new_tokens=MAX_NEW, kl_coef=kl_coef,
                            lr=RL_LR, num_steps=num_steps, log_ref_kl=False, seed=seed, device="cpu")
     proxy_task = ProxyRewardTask(task, rm, tok)
     optimizer, generator, forbidden = grpo_optimizer(policy, config), torch.Generator().manual_seed(seed), forbidden_token_ids(tok)
     problems = task.held_out_problems(eval_prompts)
+    ref = copy.deepcopy(sft).requires_grad_(False) if kl_coef > 0 else None  # π_ref of the k3 penalty
     curve = {k: [] for k in ("step", "kl", "proxy", "gold", "correct", "length", "direct")}
     last = None
     for step in range(num_steps + 1):
@@ -216,7 +221,7 @@ def rl_curve(sft, rm, tok, task, gold, seed: int, num_steps: int, eval_steps, ev
                 curve[k].append(last[k])
         if step == num_steps:
             break
-        grpo_step(policy, None, optimizer, tok, proxy_task, config, generator, forbidden)
+        grpo_step(policy, ref, optimizer, tok, proxy_task, config, generator, forbidden)
     curve["d"] = [math.sqrt(max(k, 0.0)) for k in curve["kl"]]
     curve["final_samples"] = [{"prompt": p, "completion": o, "gold": gold(p, o), "correct": task.reward(p, o)}
                               for p, o in list(zip(last["prompts"], last["texts"]))[:48:4]]
@@ -266,7 +271,8 @@ def _summary(curve: dict) -> dict:
             "peak_length": curve["length"][i], "end_length": curve["length"][-1], "end_direct": curve["direct"][-1]}
 
 
-def one_seed(seed: int, small: bool = False, num_pairs: int = NUM_PAIRS, rm_steps: int = RM_STEPS) -> dict:
+def one_seed(seed: int, small: bool = False, num_pairs: int = NUM_PAIRS, rm_steps: int = RM_STEPS,
+             kl_coef: float = 0.0) -> dict:
     import torch
 
     start = time.perf_counter()
@@ -277,7 +283,8 @@ def one_seed(seed: int, small: bool = False, num_pairs: int = NUM_PAIRS, rm_step
     sizes = SMALL if small else dict(rl_steps=RL_STEPS, eval_steps=EVAL_STEPS, bon_prompts=BON_PROMPTS, eval_prompts=EVAL_PROMPTS)
     bon = best_of_n_curve(sft, rm, tok, task, gold, seed, sizes["bon_prompts"])
     t_bon = time.perf_counter() - start
-    rl_run = rl_curve(sft, rm, tok, task, gold, seed, sizes["rl_steps"], sizes["eval_steps"], sizes["eval_prompts"])
+    rl_run = rl_curve(sft, rm, tok, task, gold, seed, sizes["rl_steps"], sizes["eval_steps"], sizes["eval_prompts"],
+                      kl_coef)
     out = {"seed": seed, "reward_model_accuracy": accuracy, "best_of_n": bon, "rl": rl_run,
            "fits": {"best_of_n": fit(bon_form, bon["d"], np.array(bon["gold"]) - bon["gold"][0]),
                     "rl": fit(rl_form, rl_run["d"], np.array(rl_run["gold"]) - rl_run["gold"][0]),
@@ -329,6 +336,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--small", action="store_true", help="the chapter's live size (fewer steps and prompts)")
     parser.add_argument("--num-pairs", type=int, default=NUM_PAIRS, help=f"training comparisons (default {NUM_PAIRS})")
     parser.add_argument("--rm-steps", type=int, default=RM_STEPS, help=f"reward-model updates (default {RM_STEPS})")
+    parser.add_argument("--kl-coef", type=float, default=0.0, help="β of GRPO's k3 penalty to the supervised model (default 0)")
     parser.add_argument("--save", action="store_true", help="write rlbook/data/<name>.json")
     parser.add_argument("--name", default="overoptimisation", help="the saved file's name (default overoptimisation)")
     args = parser.parse_args(argv)
@@ -339,7 +347,7 @@ def main(argv=None) -> dict:
     print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, 1 thread (SFT: 2)")
     start, rows = time.perf_counter(), []
     for seed in args.seeds:
-        rows.append(one_seed(seed, args.small, args.num_pairs, args.rm_steps))
+        rows.append(one_seed(seed, args.small, args.num_pairs, args.rm_steps, args.kl_coef))
         _print_seed(rows[-1])
     table = {}
     if len(rows) >= 2:
@@ -362,12 +370,12 @@ def main(argv=None) -> dict:
     record = {"seeds": args.seeds, "small": args.small, "runs": rows, "table": table, "wall_s": round(wall, 1),
               "settings": dict(length_coef=LENGTH_COEF, max_new_tokens=MAX_NEW, label_temperature=LABEL_TEMPERATURE,
                                num_pairs=args.num_pairs, num_test_pairs=NUM_TEST_PAIRS, rm_steps=args.rm_steps, rm_lr=RM_LR,
-                               rm_batch=RM_BATCH, bon_samples=BON_SAMPLES, rl_lr=RL_LR,
+                               rm_batch=RM_BATCH, bon_samples=BON_SAMPLES, rl_lr=RL_LR, kl_coef=args.kl_coef,
                                **(SMALL if args.small else dict(rl_steps=RL_STEPS, eval_steps=EVAL_STEPS,
                                                                bon_prompts=BON_PROMPTS, eval_prompts=EVAL_PROMPTS))),
               "torch": torch.__version__,
               "command": "python benchmarks/overoptimisation.py --seeds " + " ".join(map(str, args.seeds))
-                         + (" --small" if args.small else "") + f" --num-pairs {args.num_pairs} --rm-steps {args.rm_steps} --name {args.name} --save"}
+                         + (" --small" if args.small else "") + f" --num-pairs {args.num_pairs} --rm-steps {args.rm_steps} --kl-coef {args.kl_coef} --name {args.name} --save"}
     if args.save:
         from rlbook.config import BENCHMARK_RESULTS
 
