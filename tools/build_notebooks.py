@@ -29,7 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import jupytext
 import nbformat
 from nbclient import NotebookClient
 
@@ -42,6 +41,8 @@ RUN_TIMES = ROOT / "book" / "run_times.json"
 def execute(src: Path, timeout: int = 900) -> tuple[nbformat.NotebookNode, float, float]:
     """The chapter converted from ``src`` and executed at the small size, its wall time in seconds, and
     the machine's 1-minute load average over the run (the mean of the readings before and after)."""
+    import jupytext  # the dev extra; imported here so that the recording half of this tool needs only nbformat
+
     nb = jupytext.read(src)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata.pop("jupytext", None)
