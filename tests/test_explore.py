@@ -207,6 +207,45 @@ def test_kernel_manager_refuses_past_the_limit_even_when_loads_overlap():
     assert km._starting == set()  # the reservation is released
 
 
+def test_a_kernel_being_shut_down_does_not_count_against_the_limit(monkeypatch):
+    """A page closed, another loaded at once: the closed page's kernel may still be listed while its
+    shutdown finishes (its process already gone); it must not fill the one slot (seen in CI: 503)."""
+    import asyncio
+    import concurrent.futures
+
+    from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+
+    from rlbook.app import explore_kernels as ek
+
+    listed = {"old"}
+
+    async def fake_start(self, *, kernel_id=None, **kwargs):
+        listed.add(kernel_id)
+        return kernel_id
+
+    async def scenario():
+        release = asyncio.Event()
+
+        async def slow_shutdown(self, kernel_id, now=False, restart=False):
+            await release.wait()  # Jupyter Server still lists the kernel while this runs
+            listed.discard(kernel_id)
+
+        monkeypatch.setattr(AsyncMappingKernelManager, "shutdown_kernel", slow_shutdown)
+        km = ek.BoundedKernelManager(max_kernels=1)
+        monkeypatch.setattr(km, "list_kernel_ids", lambda: sorted(listed))
+        closing = asyncio.ensure_future(km.shutdown_kernel("old"))
+        await asyncio.sleep(0)
+        new = await km.start_kernel()  # refused before: "old" still listed, the limit reached
+        release.set()
+        await closing
+        return km, new
+
+    monkeypatch.setattr(AsyncMappingKernelManager, "start_kernel", fake_start)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a thread of its own, as above
+        km, new = pool.submit(asyncio.run, scenario()).result()
+    assert listed == {new} and km._stopping == set()
+
+
 def test_a_kernel_whose_page_has_not_connected_yet_is_not_culled(monkeypatch):
     """Voilà runs the notebook before it sends the page, so under load a page connects only after a
     minute or more: its kernel must not be culled meanwhile (it was, in CI: the page never rendered).

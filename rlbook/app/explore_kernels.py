@@ -66,6 +66,7 @@ class BoundedKernelManager(AsyncMappingKernelManager):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._starting: set[str] = set()
+        self._stopping: set[str] = set()  # kernels being shut down: their process may be gone already
         self._started_at: dict[str, float] = {}  # kernel id -> time.monotonic() at its start
         self._connected_once: set[str] = set()  # kernels a page has connected to at least once
 
@@ -73,7 +74,9 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         """Start a kernel unless ``max_kernels`` are alive or starting; see the class docstring."""
         if kernel_id is not None and kernel_id in self:
             return await super().start_kernel(kernel_id=kernel_id, **kwargs)
-        alive = set(self.list_kernel_ids()) | self._starting
+        # a kernel being shut down no longer counts: its process can end before Jupyter Server forgets
+        # it, and a page reloaded just after another was closed was refused (seen in CI)
+        alive = (set(self.list_kernel_ids()) | self._starting) - self._stopping
         if len(alive) >= max(1, self.max_kernels):
             self.log.warning("rlbook explore: %d kernels alive, the limit; page load refused", len(alive))
             raise web.HTTPError(503, limit_message(self.max_kernels, self.cull_idle_timeout), reason=LIMIT_REASON)
@@ -85,6 +88,14 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         finally:
             self._starting.discard(kernel_id)
 
+
+    async def shutdown_kernel(self, kernel_id, now=False, restart=False):  # type: ignore[override]
+        """Jupyter Server's shutdown; while it runs, the kernel no longer counts against ``max_kernels``."""
+        self._stopping.add(kernel_id)
+        try:
+            return await super().shutdown_kernel(kernel_id, now=now, restart=restart)
+        finally:
+            self._stopping.discard(kernel_id)
 
     def notify_connect(self, kernel_id):
         """Jupyter Server's count of a page's connection, remembering that the kernel's page connected."""
