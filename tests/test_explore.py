@@ -246,43 +246,6 @@ def test_a_kernel_being_shut_down_does_not_count_against_the_limit(monkeypatch):
     assert listed == {new} and km._stopping == set()
 
 
-def test_a_kernel_whose_page_has_not_connected_yet_is_not_culled(monkeypatch):
-    """Voilà runs the notebook before it sends the page, so under load a page connects only after a
-    minute or more: its kernel must not be culled meanwhile (it was, in CI: the page never rendered).
-    A kernel whose page connected once, even briefly, is culled as before, and so is one whose page
-    never connected once ``unconnected_grace`` seconds have passed."""
-    import asyncio
-    import concurrent.futures
-    import time
-
-    from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
-
-    from rlbook.app import explore_kernels as ek
-
-    asked = []
-
-    async def record(self, kernel_id):  # Jupyter Server's own test of idleness, replaced by a record
-        asked.append(kernel_id)
-
-    monkeypatch.setattr(AsyncMappingKernelManager, "cull_kernel_if_idle", record)
-    km = ek.BoundedKernelManager(unconnected_grace=600)
-    monkeypatch.setattr(km, "list_kernel_ids", lambda: ["rendering", "visited", "abandoned"])
-    now = time.monotonic()
-    km._started_at.update({"rendering": now, "visited": now, "abandoned": now - 601, "ended": now - 5})
-    km._kernel_connections.update({"rendering": 0, "visited": 0, "abandoned": 0})
-    km.notify_connect("visited")
-    km.notify_disconnect("visited")  # a page that connected and went away
-
-    async def cull_all():
-        for kernel_id in ("rendering", "visited", "abandoned"):
-            await km.cull_kernel_if_idle(kernel_id)
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a thread of its own, as above
-        pool.submit(asyncio.run, cull_all()).result()
-    assert asked == ["visited", "abandoned"]
-    assert "ended" not in km._started_at  # the bookkeeping forgets kernels that are gone
-
-
 @needs_voila
 def test_xsrf_hook_sets_the_cookie_the_page_sends_back():
     from rlbook.app import explore_kernels as ek

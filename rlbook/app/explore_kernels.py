@@ -15,12 +15,7 @@ the three holes:
 * culling (Jupyter Server's ``MappingKernelManager.cull_idle_timeout`` / ``cull_interval``, with
   ``cull_connected`` off, set by :func:`rlbook.app.explore.voila_command`): a kernel that no page is
   connected to (a tab that crashed, a laptop that went to sleep, a request that never arrived) is
-  shut down after that many idle seconds; a kernel with an open page is kept. A kernel whose page
-  has not connected *yet* is spared for ``BoundedKernelManager.unconnected_grace`` seconds after it
-  started: Voilà runs the notebook in the kernel before it sends the page, so on a busy machine the
-  page connects only after a minute or more, and Jupyter Server's culler, which sees no connection and
-  no activity it counts, used to shut the kernel down in the middle of rendering (the page then never
-  showed its explorer: "Kernel died while waiting for execute reply" in the server's log).
+  shut down after that many idle seconds; a kernel with an open page is kept.
 * :class:`BoundedKernelManager`: at most ``max_kernels`` kernels at once; the next page load is
   answered ``503`` with a message saying why and what to do, instead of starting another kernel
   (the ``rlbook`` template's ``error.html`` shows it).
@@ -31,7 +26,6 @@ imports it from there, so it must not import ``rlbook`` (that would load torch i
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
@@ -60,15 +54,11 @@ class BoundedKernelManager(AsyncMappingKernelManager):
     """
 
     max_kernels = Integer(8, config=True, help="the most kernels (explorer pages) alive at once; >= 1")
-    unconnected_grace = Integer(600, config=True, help="seconds after its start during which a kernel whose page "
-                                "has never connected is not culled (the page is still being rendered)")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._starting: set[str] = set()
         self._stopping: set[str] = set()  # kernels being shut down: their process may be gone already
-        self._started_at: dict[str, float] = {}  # kernel id -> time.monotonic() at its start
-        self._connected_once: set[str] = set()  # kernels a page has connected to at least once
 
     async def start_kernel(self, *, kernel_id: str | None = None, **kwargs) -> str:  # type: ignore[override]
         """Start a kernel unless ``max_kernels`` are alive or starting; see the class docstring."""
@@ -82,7 +72,6 @@ class BoundedKernelManager(AsyncMappingKernelManager):
             raise web.HTTPError(503, limit_message(self.max_kernels, self.cull_idle_timeout), reason=LIMIT_REASON)
         kernel_id = kernel_id or str(uuid.uuid4())
         self._starting.add(kernel_id)
-        self._started_at[kernel_id] = time.monotonic()
         try:
             return await super().start_kernel(kernel_id=kernel_id, **kwargs)
         finally:
@@ -96,24 +85,6 @@ class BoundedKernelManager(AsyncMappingKernelManager):
             return await super().shutdown_kernel(kernel_id, now=now, restart=restart)
         finally:
             self._stopping.discard(kernel_id)
-
-    def notify_connect(self, kernel_id):
-        """Jupyter Server's count of a page's connection, remembering that the kernel's page connected."""
-        self._connected_once.add(kernel_id)
-        super().notify_connect(kernel_id)
-
-    async def cull_kernel_if_idle(self, kernel_id):
-        """Jupyter Server's culling, except for a kernel whose page has not connected yet, for
-        ``unconnected_grace`` seconds after the kernel started (see the module's docstring)."""
-        alive = set(self.list_kernel_ids()) | self._starting
-        for gone in set(self._started_at) - alive:  # forget kernels that have ended
-            self._started_at.pop(gone, None)
-            self._connected_once.discard(gone)
-        started = self._started_at.get(kernel_id)
-        if (kernel_id not in self._connected_once and started is not None
-                and time.monotonic() - started < self.unconnected_grace):
-            return
-        await super().cull_kernel_if_idle(kernel_id)
 
 
 def set_xsrf_cookie(handler, notebook=None, cwd=None):
