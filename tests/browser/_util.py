@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +15,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from rlbook.app.site import find_chromium  # the one `rlbook book --pdf` prints with
 
 __all__ = ["CHROMIUM_ARGS", "NO_CHROMIUM", "OfflinePage", "find_chromium", "free_port", "is_local",
            "descendants", "open_offline_page", "run_explore_server", "stop_server", "wait_for_http"]
@@ -36,18 +37,6 @@ CHROMIUM_ARGS = [
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 LOCAL_SCHEMES = {"data", "blob", "file", "about", "chrome-extension", "devtools"}
-
-
-def find_chromium() -> str | None:
-    """The system Chromium: ``$RLBOOK_CHROMIUM``, else chromium / chromium-browser / google-chrome."""
-    env = os.environ.get("RLBOOK_CHROMIUM")
-    if env:
-        return env if Path(env).is_file() else None
-    for name in ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
 
 
 def is_local(url: str) -> bool:
