@@ -9,6 +9,7 @@ preference and states the held-out threshold.
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -135,3 +136,89 @@ def test_dpo_config_and_inputs_are_checked():
             DPOConfig(**bad)
     with pytest.raises(ValueError, match="ref_policy"):
         train_dpo(_model(), None, TOK, PROMPTS, CHOSEN, REJECTED, DPOConfig(num_steps=1), progress=False)
+
+
+class _PrefixTask:
+    """Addition prompts; no reward needed (online DPO's labels come from the labeller)."""
+
+    def __init__(self):
+        self.task = rl.lm.AdditionTask()
+
+    def sample_problems(self, n, generator, split="train"):
+        return self.task.sample_problems(n, generator, split)
+
+
+def _shorter_is_better(prompts, a, b):
+    return torch.tensor([len(x) < len(y) or (len(x) == len(y) and x < y) for x, y in zip(a, b)])
+
+
+def test_online_dpo_is_sample_label_train_from_the_current_policy():
+    """Two rounds equal the loop written out: sample pairs from the policy as it is *now*, label, train_dpo
+    (seed config.seed + k). A version that sampled every round from the starting policy, reused round 0's
+    pairs or kept one seed for every round would end at other weights."""
+    from rlbook.algos.dpo import train_online_dpo
+    from rlbook.lm.preference_task import sample_preference_pairs
+
+    task, config = _PrefixTask(), DPOConfig(beta=0.5, num_steps=3, batch_size=8, lr=1e-2, seed=5, device="cpu")
+    start = _model(0).float()
+    ref = copy.deepcopy(start).requires_grad_(False)
+    online = copy.deepcopy(start)
+    seen = []
+
+    def labeller(prompts, a, b):
+        seen.append((list(prompts), list(a), list(b)))
+        return _shorter_is_better(prompts, a, b)
+
+    hist = train_online_dpo(online, ref, TOK, task, labeller, 2, 12, config, generator=torch.Generator().manual_seed(3),
+                            max_new_tokens=6, progress=False)
+    manual, g = copy.deepcopy(start), torch.Generator().manual_seed(3)
+    for k in range(2):
+        manual.eval()
+        pairs = sample_preference_pairs(manual, TOK, task, 12, g, max_new_tokens=6)
+        assert (pairs.prompts, pairs.completions_a, pairs.completions_b) == tuple(seen[k])
+        pairs.a_preferred = _shorter_is_better(pairs.prompts, pairs.completions_a, pairs.completions_b)
+        strip = lambda texts: [t[:-len(TOK.eos_token)] if t.endswith(TOK.eos_token) else t for t in texts]  # noqa: E731
+        train_dpo(manual, ref, TOK, pairs.prompts, strip(pairs.chosen), strip(pairs.rejected),
+                  DPOConfig(**{**config.__dict__, "seed": config.seed + k}), progress=False)
+    for a, b in zip(online.parameters(), manual.parameters()):
+        assert torch.equal(a, b)
+    assert len(hist["loss"]) == 6 and hist["round"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert len(hist.extras["rounds"]) == 2 and hist.extras["rounds"][1]["a"] == seen[1][1]
+    assert seen[0][1] != seen[1][1]  # round 1 drew fresh samples
+
+
+def test_online_dpo_learns_what_its_labeller_prefers():
+    """A labeller that prefers shorter completions: after 6 rounds of 32 fresh pairs the policy's samples are
+    shorter than the untrained model's (a random tiny model writes long strings): measured 7.6 → 4.2
+    characters on 64 held-out prompts × 2 samples; the bar is 0.7× the start."""
+    from rlbook.algos.dpo import train_online_dpo
+    from rlbook.lm.preference_task import sample_preference_pairs
+
+    task = _PrefixTask()
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu")
+    ref = copy.deepcopy(policy).requires_grad_(False)
+
+    def mean_length(model):
+        pairs = sample_preference_pairs(model.eval(), TOK, task, 64, torch.Generator().manual_seed(11), max_new_tokens=8,
+                                        split="held_out")
+        return np.mean([len(t) for t in pairs.completions_a + pairs.completions_b])
+
+    before = mean_length(policy)
+    train_online_dpo(policy, ref, TOK, task, _shorter_is_better, 6, 32,
+                     DPOConfig(beta=0.5, num_steps=8, batch_size=32, lr=3e-3, device="cpu"), progress=False)
+    after = mean_length(policy)
+    assert after < 0.7 * before, (before, after)
+
+
+def test_online_dpo_checks_its_arguments():
+    from rlbook.algos.dpo import train_online_dpo
+
+    task, model = _PrefixTask(), _model().float()
+    for name, kwargs in (("num_rounds", dict(num_rounds=0)), ("pairs_per_round", dict(pairs_per_round=1.5)),
+                         ("label_pairs", dict(label_pairs="shorter"))):
+        args = dict(label_pairs=_shorter_is_better, num_rounds=1, pairs_per_round=4) | kwargs
+        with pytest.raises(ValueError, match=name):
+            train_online_dpo(model, model, TOK, task, progress=False, **args)
+    with pytest.raises(ValueError, match="label_pairs"):
+        train_online_dpo(model, model, TOK, task, lambda p, a, b: torch.ones(2, dtype=torch.bool), 1, 4,
+                         DPOConfig(num_steps=1), progress=False)
