@@ -679,3 +679,37 @@ def kl_regularised_optimum_search(ref_probs, rewards, beta, iters=400):
     out = torch.zeros_like(ref)
     out[support] = log_pi.exp()
     return out
+
+
+def dpo_population_minimise(ref_probs, rewards, beta, sampling_probs=None, max_iter=50):
+    """argmin over policies of :func:`rlbook.kl_regularised.dpo_population_loss`, by Newton's method on the
+    logits θ (π = softmax θ), never using the closed form π* ∝ π_ref·e^{r/β}.
+
+    The loss is Σ W_{yy'}·softplus(−(r̂_y − r̂_{y'})) with W_{yy'} = μ(y)μ(y')σ(r_y − r_{y'}) and
+    r̂ = β(θ − log π_ref) up to a constant, so its Hessian in θ is the graph Laplacian
+    β²·(diag(A·1) − A), A = S + Sᵀ, S = W·σ(D)σ(−D), D_{yy'} = r̂_y − r̂_{y'} (constant shifts of θ
+    are its null space: the step is the least-squares solution). The gradient is autograd's.
+    Starts at θ = log π_ref; float64; stops when max |∇| < 1e-14 or after ``max_iter`` steps.
+    Returns ``(probs (K,), iterations, max |gradient|)``."""
+    from rlbook.kl_regularised import dpo_population_loss
+
+    ref = torch.as_tensor(ref_probs, dtype=torch.float64)
+    r = torch.as_tensor(rewards, dtype=torch.float64)
+    mu = ref if sampling_probs is None else torch.as_tensor(sampling_probs, dtype=torch.float64)
+    log_ref = ref.log()
+    weight = mu[:, None] * mu[None, :] * torch.sigmoid(r[:, None] - r[None, :])
+    theta, grad_max = log_ref.clone(), float("inf")
+    for step in range(1, max_iter + 1):
+        th = theta.clone().requires_grad_(True)
+        loss = dpo_population_loss(torch.log_softmax(th, -1), log_ref, r, beta, sampling_probs=mu)
+        (grad,) = torch.autograd.grad(loss, th)
+        grad_max = grad.abs().max().item()
+        if grad_max < 1e-14:
+            break
+        implicit = beta * (theta - log_ref)
+        d = implicit[:, None] - implicit[None, :]
+        s = weight * torch.sigmoid(d) * torch.sigmoid(-d)
+        a = s + s.T
+        hessian = beta ** 2 * (torch.diag(a.sum(1)) - a)
+        theta = theta - torch.linalg.lstsq(hessian, grad[:, None]).solution[:, 0]
+    return torch.softmax(theta, -1), step, grad_max

@@ -301,6 +301,27 @@ def test_dpo_population_loss_matches_its_double_loop_and_pair_losses():
                - R.dpo_population_loss_loop(lp, ref_lp, gold, 0.3, mu)) < 1e-12
 
 
+
+@pytest.mark.parametrize("K, seed", [(5, 0), (200, 1)])
+def test_newtons_dpo_population_minimiser_is_pi_star_and_needs_full_support(K, seed):
+    """rl.reference.dpo_population_minimise (Newton on the logits, no closed form) lands on π* to 1e-12;
+    with pairs drawn from a μ that never shows the last answer, the loss cannot see that answer and the
+    minimiser leaves it where π_ref put it, so it is not π*."""
+    ref = torch.softmax(2 * _randn(K, seed=seed), -1)
+    gold = _randn(K, seed=seed + 10)
+    found, iterations, grad = R.dpo_population_minimise(ref, gold, 0.5)
+    assert grad < 1e-14 and iterations < 20
+    star = rl.kl_regularised_optimum(ref, gold, 0.5)
+    assert (found - star).abs().max() < 1e-12
+    mu = ref.clone()
+    mu[-1] = 0.0
+    mu /= mu.sum()
+    partial, _, _ = R.dpo_population_minimise(ref, gold, 0.5, sampling_probs=mu)
+    assert abs(partial[-1] / star[-1] - 1) > 0.05  # the unseen answer is off π* (measured 25 % and more)
+    # on the answers μ covers, the ratios are still π*'s
+    ratio = (partial[:-1] / star[:-1]).log()
+    assert (ratio - ratio.mean()).abs().max() < 1e-10
+
 # ============================== best-of-N ==============================
 
 
