@@ -5,8 +5,9 @@ Setting (every seed s; Gao et al. 2022, arXiv:2210.10760, on a scale a laptop ca
 
 * Task and policy: the scratchpad addition task (``rl.lm.ScratchpadAdditionTask``, 2 digits; a
   completion may show its working, so its length is the model's choice), the book's small GPT-2
-  trained by ``rl.lm.train_sft`` with ``SFTConfig(seed=s)`` and ``model_seed=s`` (seed 0 is chapter
-  10's model, cached under ``runs/checkpoints/ch10_scratchpad_sft``), 24 new tokens.
+  trained by ``rl.lm.train_sft`` with ``SFTConfig(seed=s)`` and ``model_seed=s`` on one thread (the
+  models of ``benchmarks/grpo_variants.py`` and ``benchmarks/dpo_vs_rl.py``, cached under
+  ``runs/checkpoints/bench_scratchpad_sft_seed{s}``), 24 new tokens.
 * Gold reward (``rl.lm.preference_task.GoldReward``): r*(q, o) = 1[right] − λ·|o|/24 with
   λ = 0.5: right answers first, then short ones.
 * Preferences: ``NUM_PAIRS`` pairs of supervised samples on training prompts, labelled by
@@ -34,30 +35,25 @@ evaluation), gold and proxy at the end, the fitted α, β and d*; across seeds t
 95 % t-interval (``rl.mean_ci``). Seed s's best-of-N and RL share its supervised model, pairs and
 reward model (paired).
 
-Measured (seeds 0/1/2, 300 comparisons; ``rlbook/data/overoptimisation.json``). The reward model
-orders held-out pairs as the gold reward does on 0.64/0.56/0.67 of the pairs whose gold rewards
-differ: it learned "short is good" and little about correctness. Best-of-N on it: gold rises from
-0.22/0.15/0.21 to 0.33/0.20/0.32 at d = 0.80/0.66/0.80 (N = 4/3/4: the working is dropped, the
-answers stay as right as before), then falls to −0.06/−0.10/−0.04 at N = 64 (d = 1.78; seed 0's
-accuracy 0.44 → 0.03) while the proxy rises at every N; the fitted d(α − βd) peaks at d* = 0.61/0.48/0.61
-(rmse 0.02). GRPO on it (40 steps): gold rises from 0.24 to 0.33 at d = 0.85 on seed 0, by
-0.02 (within noise) on seed 1 and not at all on seed 2, then falls on all three to −0.06/−0.07/+0.02
-at d = 2.3/2.8/2.2 while the proxy climbs from −0.01/−0.02/−0.05 to 0.24/0.23/0.17; the RL form
-d(α − β·log d) identifies a peak on seed 0 only (d* = 0.39, against the measured 0.85). The policy learned to drop its working and then
-to give a few answers the proxy likes whatever the question (seed 1: "118" or "119" to most
-prompts).
-With 1000 comparisons (``--num-pairs 1000 --rm-steps 133``, ``overoptimisation_pairs1000.json``)
-the proxy was no better (0.61/0.58/0.67) and the curves look the same. A KL penalty
-(``--kl-coef 0.1``, seed 0) slowed the drift (d = 1.95 after 40 steps instead of 2.27) but gold
-traced the same curve in d (peak 0.335 at d = 0.79, −0.02 at d = 1.95), as Gao et al. found: the
-penalty acts like early stopping. Wall time: 176 s for three
-seeds once the supervised models are cached (about 10 minutes more per model trained on a loaded
-2-core machine), 36 s for ``--seeds 0 --small``.
+Measured (seeds 0–9, 300 comparisons; ``rlbook/data/overoptimisation.json``; 341 s on one core of a
+shared 2-core Xeon, supervised models cached). The reward models order held-out pairs as the gold
+reward does on 0.65 [0.62, 0.69] of the pairs whose gold rewards differ. Best-of-N on them: gold
+peaks at N = 4 (d = 0.80) on the mean curve, +0.077 [0.052, 0.102] over the supervised model (paired
+over seeds), then falls by 0.327 [0.309, 0.344] by N = 64 (accuracy 0.41 → 0.03, length 10.9 → 4.6
+tokens) while the proxy rises at every N on all ten seeds; d(α − βd) identifies its peak on 9 of 10
+seeds. GRPO on them (40 steps, β = 0): the gain at the mean curve's peak (step 3) is +0.019
+[−0.001, +0.040], no rise detected; the fall to the end is 0.309 [0.279, 0.339]; the RL form
+d(α − β·log d) identifies a peak on 1 seed of 10. The policies end on short wrong answers the proxy
+likes ("006", "000"). Earlier runs (seeds 0–2 on two-thread supervised models, before the switch to
+the one-thread ones; ``overoptimisation_pairs1000.json``): with 1000 comparisons (``--num-pairs 1000
+--rm-steps 133``) the proxy was no better and the curves
+looked the same; a KL penalty (``--kl-coef 0.1``) slowed the drift but gold traced the same curve in
+d, as Gao et al. found: the penalty acts like early stopping. 36 s for ``--seeds 0 --small``.
 
-    python benchmarks/overoptimisation.py --seeds 0 1 2 --save     # rlbook/data/overoptimisation.json
+    python benchmarks/overoptimisation.py --seeds 0 1 2 3 4 5 6 7 8 9 --save   # rlbook/data/overoptimisation.json
     python benchmarks/overoptimisation.py --seeds 0 --small        # the chapter's live version
 
-One torch thread for everything but the supervised training (two); results repeat on one machine,
+One torch thread; results repeat on one machine,
 another CPU changes float order and so the numbers.
 """
 
@@ -93,9 +89,9 @@ def setup(seed: int):
 
     task = rl.lm.ScratchpadAdditionTask(num_digits=2, held_out_fraction=0.1, seed=0, scratchpad_prob=0.5)
     tok = rl.lm.build_char_tokenizer(task.alphabet)
-    name = "ch10_scratchpad_sft" if seed == 0 else f"scratchpad_sft_seed{seed}"
-    policy, _, _ = rl.lm.load_or_train_sft(tok, task, rl.lm.SFTConfig(seed=seed), checkpoint=rl.runs_dir() / "checkpoints" / name,
-                                           model_seed=seed, num_threads=2, progress=False)
+    checkpoint = rl.runs_dir() / "checkpoints" / f"bench_scratchpad_sft_seed{seed}"  # the models of grpo_variants.py
+    policy, _, _ = rl.lm.load_or_train_sft(tok, task, rl.lm.SFTConfig(seed=seed), checkpoint=checkpoint, model_seed=seed,
+                                           num_threads=1, progress=False)
     return task, tok, GoldReward(task, LENGTH_COEF, MAX_NEW), policy.eval()
 
 
@@ -332,7 +328,7 @@ def _fit_text(f) -> str:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     parser.add_argument("--small", action="store_true", help="the chapter's live size (fewer steps and prompts)")
     parser.add_argument("--num-pairs", type=int, default=NUM_PAIRS, help=f"training comparisons (default {NUM_PAIRS})")
     parser.add_argument("--rm-steps", type=int, default=RM_STEPS, help=f"reward-model updates (default {RM_STEPS})")
@@ -344,7 +340,7 @@ def main(argv=None) -> dict:
 
     import rlbook as rl
 
-    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, 1 thread (SFT: 2)")
+    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, 1 thread")
     start, rows = time.perf_counter(), []
     for seed in args.seeds:
         rows.append(one_seed(seed, args.small, args.num_pairs, args.rm_steps, args.kl_coef))
