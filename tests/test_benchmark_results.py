@@ -1,4 +1,4 @@
-"""The per-seed benchmark results that chapters 3, 7 and 9 compare from (``rl.benchmark_results``).
+"""The per-seed benchmark results that chapters 3, 7, 9, 12 and 13 compare from (``rl.benchmark_results``).
 
 Each shipped file must hold one value per seed for every method the chapter names, in seed order,
 so that ``rl.compare`` pairs seed k with seed k; and the command that wrote it must be recorded.
@@ -39,3 +39,35 @@ def test_steps_to_475_are_reached_within_the_budget_or_none():
         for method, row in saved[key].items():
             budget = row.get("budget", saved.get("budget"))
             assert all(n is None or 0 < n <= budget for n in row["steps_to_475"]), (name, method)
+
+
+@pytest.mark.parametrize("name, methods, fields", [
+    ("dpo_vs_rl", ["sft", "offline_dpo", "online_dpo", "rl_reward_model", "rl_gold"],
+     ["gold", "correct", "length", "kl", "preference_accuracy"]),
+])
+def test_part_v_comparison_keeps_every_paired_seed_and_its_table_follows_from_them(name, methods, fields):
+    """Chapter 13 compares from the per-seed runs: ten seeds in order, every method and metric finite, and the
+    stored table and paired comparisons recomputed from those runs (so a hand-edited summary fails)."""
+    saved = rl.benchmark_results(name)
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and [r["seed"] for r in saved["runs"]] == seeds
+    assert saved["command"].startswith(f"python benchmarks/{name}.py") and "--save" in saved["command"]
+    for method in methods:
+        for field in fields:
+            values = [r["results"][method][field] for r in saved["runs"]]
+            assert all(math.isfinite(v) for v in values), (method, field)
+            assert saved["table"][method][field] == pytest.approx(list(rl.mean_ci(values)), abs=1e-12), (method, field)
+    for key, stored in saved["comparisons_gold"].items():
+        b, a = key.split(" - ")
+        c = rl.compare([r["results"][b]["gold"] for r in saved["runs"]], [r["results"][a]["gold"] for r in saved["runs"]])
+        assert (c.mean_diff, c.ci_low, c.ci_high) == pytest.approx((stored["mean_diff"], stored["ci_low"], stored["ci_high"]), abs=1e-12)
+
+
+def test_overoptimisation_keeps_ten_seeds_of_curves():
+    saved = rl.benchmark_results("overoptimisation")
+    assert saved["seeds"] == list(range(10)) and [r["seed"] for r in saved["runs"]] == saved["seeds"]
+    for r in saved["runs"]:
+        for name in ("best_of_n", "rl"):
+            curve = r[name]
+            assert len(curve["d"]) == len(curve["gold"]) == len(curve["proxy"]) >= 10
+            assert all(math.isfinite(x) for x in curve["gold"] + curve["proxy"] + curve["d"])
