@@ -164,6 +164,8 @@ _NO_TRL_FIELD = {
     "ref_reset_every": "TRL's sync_ref_model mixes π_ref toward π_θ and keeps the optimiser state (not ProRL's hard reset)",
     "fp32_lm_head": "TRL has no float32-head switch for a float32 model (it is a no-op there anyway)",
     "max_completions": "TRL counts optimiser steps, not generated completions",
+    "reward_source": ("the bridge scores with the task's reward functions; a learned reward model is not mapped "
+                      "(TRL's reward_funcs would take it as a sequence-classification model)"),
 }
 
 
@@ -212,7 +214,7 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
             ``per_token_loss='cispo'`` with ``clip_eps_low < 1``; a callable aggregation;
             ``overlong_cache_length > 0``; the GSPO and DPPO losses; any Part IV switch left off its
             default: minibatches, overlong filtering, dynamic sampling, zero-variance filtering,
-            prompt retirement, reference resets, the FP32 head, a completion budget).
+            prompt retirement, reference resets, the FP32 head, a completion budget, a reward model as the reward).
         ImportError: TRL is not installed (the message says how to install it).
     """
     if not isinstance(config, GRPOConfig):

@@ -162,7 +162,8 @@ def test_to_trl_config_names_every_setting_trl_cannot_express():
 
 @pytest.mark.parametrize("field, value", [("num_minibatches", 2), ("overlong_filter", True), ("dynamic_sampling", True),
                                           ("zero_variance_filter", True), ("retire_pass_rate", 0.9),
-                                          ("ref_reset_every", 5), ("fp32_lm_head", True), ("max_completions", 64)])
+                                          ("ref_reset_every", 5), ("fp32_lm_head", True), ("max_completions", 64),
+                                          ("reward_source", "reward_model")])
 def test_to_trl_config_refuses_each_unmapped_part_iv_setting(field, value):
     base = dict(advantage_std="sample", device="cpu")
     bridge.to_trl_config(rl.GRPOConfig(**base))  # mappable without the setting

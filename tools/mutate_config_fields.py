@@ -41,6 +41,7 @@ G, R, C, P, T, RE, S, D = ("rlbook/algos/grpo.py", "rlbook/algos/grpo_rollouts.p
 TV = "tests/test_grpo_variants.py"
 TU = "tests/test_train_updates.py"
 TPT = "tests/test_ppo_trpo_train.py"
+TRM = "tests/test_grpo_reward_model.py"
 
 # the broad selection of each config (--broad)
 grpo = [F, "-k", "grpo or dppo"]
@@ -140,6 +141,10 @@ MUTATIONS = [
     ("g57", "GRPO", "dynamic_sampling", "invert (> at the boundary)", R, "if num_kept >= N:", "if num_kept > N:", grpo),
     ("g58", "GRPO", "log_ref_kl", "mis-wire (β ≥ 0 keeps a reference)", G, "need_ref = config.kl_coef > 0 or",
      "need_ref = config.kl_coef >= 0 or", grpo),
+    ("g59", "GRPO", "reward_source", "ignore", G, '    if config.reward_source == "reward_model":\n        from',
+     "    if False:\n        from", grpo + [TRM]),
+    ("g60", "GRPO", "reward_source", "mis-wire (evaluation on the proxy)", G,
+     "eval_problems, task, config)\n        reset", "eval_problems, train_task, config)\n        reset", grpo + [TRM]),
     # ---------------------------------------------------------------- PPOConfig
     ("p01", "PPO", "gamma/gae_lambda", "swap", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, cfg.gae_lambda, cfg.gamma)", ppo),
     ("p02", "PPO", "gamma", "ignore", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, 0.98, cfg.gae_lambda)", ppo),
@@ -288,7 +293,7 @@ TARGETS = {
     "g39": [TV, "-k", "zero_variance"], "g40": k("retire_pass_rate_is_a_strict"), "g41": k("retire_pass_rate"),
     "g42": [TV, "-k", "prorl"], "g43": k("fp32_lm_head_is_applied"), "g44": k("max_completions_stops"),
     "g45": k("max_grad_norm_clips"), "g46": k("ppo_critic_gae"), "g47": k("log_ref_kl"), "g48": k("eval_every"),
-    "g49": k("eval_every"), "g57": k("first_round_that_fills"), "g58": k("log_ref_kl"), "p31": k("train_ppo_gae"), "g50": k("seed_seeds"), "g51": k("every_trainer and grpo"),
+    "g49": k("eval_every"), "g59": [TRM, "-k", "reward_source"], "g60": [TRM, "-k", "reward_source"], "g57": k("first_round_that_fills"), "g58": k("log_ref_kl"), "p31": k("train_ppo_gae"), "g50": k("seed_seeds"), "g51": k("every_trainer and grpo"),
     **{f"g{i}": k("recipes_are_the_published") for i in range(52, 57)},
     **{f"p{i:02d}": k("train_ppo_gae") for i in (1, 2, 3, 7, 9, 10, 11, 12, 13, 21, 22, 27, 28, 29)},
     **{f"p{i:02d}": k("ppo_minibatch_step_with_an_asymmetric") for i in (4, 5, 6, 8)},

@@ -14,7 +14,8 @@ from rlbook import _checks
 from rlbook.advantages import group_relative_advantages, leave_one_out_advantages, magistral_advantages, maxrl_advantages
 from rlbook.aggregation import fixed_length_mean, prompt_mean, seq_mean_token_mean, token_mean
 
-__all__ = ["GRPOConfig", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS", "GRPO_RECIPES"]
+__all__ = ["GRPOConfig", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS", "GRPO_RECIPES",
+           "REWARD_SOURCES"]
 
 ADVANTAGE_ESTIMATORS = {
     "grpo": functools.partial(group_relative_advantages, scale="std"),
@@ -27,6 +28,8 @@ ADVANTAGE_ESTIMATORS = {
 # config name -> ``loss_type`` of :func:`rlbook.policy_gradient_loss`
 PER_TOKEN_LOSSES = {"clipped_surrogate": "grpo_clip", "cispo": "cispo", "gspo": "gspo", "gspo_token": "gspo_token",
                     "dppo": "dppo"}
+# ``GRPOConfig.reward_source``: the task's own reward (a verifier), or a learned reward model's score
+REWARD_SOURCES = ("task", "reward_model")
 LOSS_AGGREGATIONS = {
     "seq_mean_token_mean": seq_mean_token_mean,
     "token_mean": token_mean,
@@ -98,6 +101,12 @@ class GRPOConfig:
         gae_lambda: λ of GAE over tokens ("gae" estimator).
         gamma: γ of GAE over tokens ("gae" estimator; 1 = undiscounted, the usual choice for LMs).
         critic_lr: AdamW learning rate of the critic ("gae" estimator).
+        reward_source: which reward the completions are scored with: "task" (``task.reward``, the
+            verifier) or "reward_model" (a learned reward model's score r_φ(q, o), in logit units
+            of Bradley–Terry; the model is ``train_grpo``'s ``reward_model`` argument, an object
+            like the task, and the task keeps supplying prompts, ``format_reward`` and the
+            held-out evaluation). Ouyang et al. 2022, arXiv:2203.02155, §3.5 (RL against a
+            reward model); Gao, Schulman & Hilton 2022, arXiv:2210.10760 (its over-optimisation).
         format_coef: weight of ``task.format_reward`` added to the correctness reward.
         overlong_cache_length: DAPO soft overlong punishment zone in tokens (0 = off); the
             budget L_max is ``max_new_tokens``.
@@ -127,7 +136,8 @@ class GRPOConfig:
         seed: seeds prompt draws and sampling (a private torch.Generator).
         device: None = ``rl.get_device()``.
     Raises:
-        ValueError: a field out of range (named), e.g. τ ≤ 0, a sampling cap or a reset period < 1.
+        ValueError: a field out of range (named), e.g. τ ≤ 0, a sampling cap or a reset period < 1,
+            or a ``reward_source`` other than "task" / "reward_model".
     """
 
     group_size: int = 8
@@ -150,6 +160,7 @@ class GRPOConfig:
     gae_lambda: float = 0.95
     gamma: float = 1.0
     critic_lr: float = 1e-3
+    reward_source: str = "task"
     format_coef: float = 0.0
     overlong_cache_length: int = 0
     overlong_filter: bool = False
@@ -222,6 +233,8 @@ class GRPOConfig:
             raise ValueError(f"`loss_aggregation` must be one of {sorted(LOSS_AGGREGATIONS)} or a callable; got {self.loss_aggregation!r}")
         if self.per_token_loss not in PER_TOKEN_LOSSES:
             raise ValueError(f"`per_token_loss` must be one of {sorted(PER_TOKEN_LOSSES)}; got {self.per_token_loss!r}")
+        if self.reward_source not in REWARD_SOURCES:
+            raise ValueError(f"`reward_source` must be one of {list(REWARD_SOURCES)}; got {self.reward_source!r}")
         if self.divergence not in ("binary_tv", "binary_kl"):
             raise ValueError(f"`divergence` must be 'binary_tv' or 'binary_kl'; got {self.divergence!r}")
         if self.dynamic_sampling and self.zero_variance_filter:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import torch
 
 from rlbook.lm.sampling import sample_completions
 from rlbook.rewards import overlong_penalty
 
-__all__ = ["Rollouts", "truncated_rows", "mixed_groups", "collect_rollouts"]
+__all__ = ["Rollouts", "truncated_rows", "mixed_groups", "task_rewards", "collect_rollouts"]
 
 
 @dataclass
@@ -139,9 +140,38 @@ def _draw_problems(task, num: int, generator, retired: set | None, max_tries: in
     return problems
 
 
+def task_rewards(task, prompts, completions) -> torch.Tensor:
+    """The task's reward of B completions: ``task.reward_batch`` if the task has one, else ``task.reward`` per completion.
+
+    A task whose reward is a model's forward pass (:class:`rlbook.lm.ProxyRewardTask`) scores a
+    batch far faster than one completion at a time; a task that defines ``reward_batch(prompts,
+    completions)`` must return what ``reward`` returns for each pair (the GRPO tests check it for
+    the proxy task: equal training histories and weights either way). Values are rounded to
+    float32 the same way on both paths.
+
+    Args:
+        task: has ``reward(prompt, completion) -> float`` and optionally ``reward_batch(prompts,
+            completions) -> (B,)`` floats (a list, array or tensor).
+        prompts, completions: B strings each, row i scored as (prompts[i], completions[i]).
+    Returns:
+        (B,) float32 tensor, reward units of the task.
+    Raises:
+        ValueError: ``reward_batch`` returned a number of values other than B.
+    """
+    batch = getattr(task, "reward_batch", None)
+    if batch is None:
+        return torch.tensor([task.reward(p, o) for p, o in zip(prompts, completions)], dtype=torch.float32)
+    values = batch(list(prompts), list(completions))
+    values = np.asarray(values.detach().cpu() if isinstance(values, torch.Tensor) else values, dtype=np.float64)
+    if values.shape != (len(prompts),):
+        raise ValueError(f"`task.reward_batch` must return one value per completion, shape ({len(prompts)},); "
+                         f"got shape {values.shape}")
+    return torch.tensor(values, dtype=torch.float32)
+
+
 def _score(task, prompts, texts, lengths, config):
     """Rewards (B,) float32 = correctness (+ format, + soft overlong punishment), and correctness (B,)."""
-    correct = torch.tensor([task.reward(p, o) for p, o in zip(prompts, texts)], dtype=torch.float32)
+    correct = task_rewards(task, prompts, texts)
     rewards = correct.clone()
     if config.format_coef:
         rewards += config.format_coef * torch.tensor([task.format_reward(p, o) for p, o in zip(prompts, texts)])

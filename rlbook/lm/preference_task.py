@@ -289,7 +289,8 @@ def best_of_n_estimate(scores, values, n: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def proxy_rewards(reward_model, tokenizer, prompts, completions, batch_size: int = 1024) -> torch.Tensor:
+def proxy_rewards(reward_model, tokenizer, prompts, completions, batch_size: int = 1024,
+                  by_length: bool = False) -> torch.Tensor:
     """A reward model's score of each (prompt, decoded completion), the completion's tokens as sampled.
 
     r_φ(q, o) = :func:`rlbook.lm.sequence_rewards` of ``<s> q o`` read at o's last token. The
@@ -297,48 +298,108 @@ def proxy_rewards(reward_model, tokenizer, prompts, completions, batch_size: int
     layout :func:`rlbook.lm.encode_preference_pairs` gives the same response without its EOS
     string), a truncated one (no EOS) at its last token, so a reward model can tell them apart.
 
+    Two layouts of the forward passes, equal up to float rounding:
+
+    * ``by_length=False``: rows right-padded to the longest, ``batch_size`` rows per pass (the
+      fewest passes). A row's score then differs from the score of the row alone in the last bits
+      (measured on the CPU, float32: 195 of 256 sampled completions, by at most 9.5e-7): the
+      attention over a padded row and the head over a longer batch round differently.
+    * ``by_length=True``: rows of equal token length are stacked without padding, one pass per
+      length (at most ``batch_size`` rows each), and the scalar head is applied to each row's
+      positions on their own, exactly as in a one-row pass, so every score is bit-identical to
+      scoring its row alone (``proxy_rewards(rm, tok, [q], [o])``) wherever a matrix product's row
+      does not depend on the rows stacked beside it (true of the CPU kernels the tests run on;
+      :func:`ProxyRewardTask.reward_batch` relies on it and a test checks it). One pass per
+      distinct length: about 10 for a batch of completions of up to 8 tokens.
+
     Args:
-        reward_model: from :func:`rlbook.lm.build_reward_model`.
+        reward_model: from :func:`rlbook.lm.build_reward_model` (a GPT-2 body ``base_model``
+            and a one-output ``lm_head``).
         tokenizer: the policy's tokenizer (its EOS string, e.g. ``"</s>"``, encodes to the EOS id).
         prompts, completions: B strings each.
-        batch_size: rows per forward pass.
+        batch_size: rows per forward pass (≥ 1).
+        by_length: the layout above.
     Returns:
-        (B,) float32 rewards (logit units of Bradley–Terry), on the CPU.
+        (B,) float32 rewards (logit units of Bradley–Terry), on the CPU, in the order given.
     Gradient:
         none (runs under ``torch.no_grad``).
     Raises:
-        ValueError: the lists differ in length or are empty, or a completion encodes to no tokens.
+        ValueError: the lists differ in length or are empty, a completion encodes to no tokens,
+            or ``batch_size`` < 1.
     """
     if isinstance(prompts, str) or isinstance(completions, str) or len(prompts) != len(completions) or not prompts:
         raise ValueError("`prompts` and `completions` must be non-empty lists of strings of the same length")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive integer; got {batch_size!r}")
     from rlbook.lm.reward_model import sequence_rewards
 
     device = next(reward_model.parameters()).device
     bos = [] if tokenizer.bos_token_id is None else [int(tokenizer.bos_token_id)]
     pad = int(tokenizer.pad_token_id or 0)
+    ps = tokenizer(list(prompts), add_special_tokens=False).input_ids
+    cs = tokenizer(list(completions), add_special_tokens=False).input_ids
+    if any(len(c) == 0 for c in cs):
+        raise ValueError("`completions` contains a completion that encodes to no tokens")
+    rows = [bos + list(p) + list(c) for p, c in zip(ps, cs)]
+    if by_length:
+        return _rewards_by_length(reward_model, rows, batch_size, device)
     out = []
-    for start in range(0, len(prompts), int(batch_size)):
-        ps = tokenizer(list(prompts[start:start + batch_size]), add_special_tokens=False).input_ids
-        cs = tokenizer(list(completions[start:start + batch_size]), add_special_tokens=False).input_ids
-        if any(len(c) == 0 for c in cs):
-            raise ValueError("`completions` contains a completion that encodes to no tokens")
-        rows = [bos + list(p) + list(c) for p, c in zip(ps, cs)]
-        width = max(len(r) for r in rows)
-        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long, device=device)
-        mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows], device=device)
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        width = max(len(r) for r in chunk)
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r in chunk], dtype=torch.long, device=device)
+        mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in chunk], device=device)
         out.append(sequence_rewards(reward_model, ids, mask).float().cpu())
     return torch.cat(out)
+
+
+def _rewards_by_length(reward_model, rows: list, batch_size: int, device) -> torch.Tensor:
+    """The ``by_length=True`` layout of :func:`proxy_rewards`: (B,) float32, each as its row alone.
+
+    A one-row pass of :func:`rlbook.lm.sequence_rewards` runs the body on (1, L) ids with an
+    all-True mask and position ids 0 … L−1, then the head on the (1, L, d) hidden states, and reads
+    position L−1; here the body runs on (n, L) rows of one length with the same mask and positions,
+    and the head on each (L, d) slice.
+    """
+    from rlbook.lm.reward_model import sequence_rewards
+
+    head = getattr(reward_model, "lm_head", None)
+    if getattr(head, "out_features", None) != 1 or not hasattr(reward_model, "base_model"):
+        raise ValueError("`reward_model` must come from build_reward_model (an lm_head with one output)")
+    by_len: dict = {}
+    for i, r in enumerate(rows):
+        by_len.setdefault(len(r), []).append(i)
+    out = torch.empty(len(rows), dtype=torch.float32)
+    for length, index in by_len.items():
+        for start in range(0, len(index), batch_size):
+            part = index[start:start + batch_size]
+            ids = torch.tensor([rows[i] for i in part], dtype=torch.long, device=device)
+            if len(part) == 1:  # the reference path itself
+                out[part[0]] = sequence_rewards(reward_model, ids, torch.ones_like(ids, dtype=torch.bool))[0].float().cpu()
+                continue
+            mask = torch.ones_like(ids)
+            positions = torch.arange(length, device=device).expand(len(part), length)
+            hidden = reward_model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                             use_cache=False).last_hidden_state  # (n, L, d)
+            values = torch.stack([head(hidden[j:j + 1])[0, -1, 0] for j in range(len(part))])
+            out[torch.tensor(part)] = values.float().cpu()
+    return out
 
 
 class ProxyRewardTask:
     """A task whose ``reward`` is a learned reward model's score: how a proxy reward enters :func:`rlbook.train_grpo`.
 
-    ``train_grpo`` scores completions with ``task.reward(prompt, completion)`` (and, with
+    ``train_grpo`` scores completions with ``task.reward_batch(prompts, completions)`` when the
+    task has it, else ``task.reward(prompt, completion)`` one at a time (and, with
     ``format_coef``, ``task.format_reward``). This wrapper keeps everything of ``task`` (prompts,
     split, ``format_reward``, ``held_out_problems``) and replaces ``reward`` by r_φ(q, o) from
-    :func:`proxy_rewards`, one completion per call, memoised by (prompt, completion) (a policy
-    repeats itself, so most calls are cache hits). GRPO's logged ``reward`` and ``pass@1`` are then
-    the mean proxy reward of the batch, not an accuracy; the gold reward must be measured apart.
+    :func:`proxy_rewards`, memoised by (prompt, completion) (a policy repeats itself, so many
+    calls are cache hits): :meth:`reward` scores one completion per forward pass,
+    :meth:`reward_batch` all the new ones of a batch in one pass per token length, with scores
+    bit-identical to :meth:`reward`'s. GRPO's logged ``reward`` and ``pass@1`` are then the mean
+    proxy reward of the batch, not an accuracy; the gold reward must be measured apart.
+    ``rl.train_grpo(..., reward_model=rm)`` with ``GRPOConfig(reward_source="reward_model")``
+    builds this wrapper itself.
 
     Args:
         task: the underlying task (e.g. :class:`rlbook.lm.ScratchpadAdditionTask`).
@@ -358,16 +419,56 @@ class ProxyRewardTask:
         self.task, self.reward_model, self.tokenizer = task, reward_model, tokenizer
         self.max_cache, self._cache = int(max_cache), {}
 
-    def __getattr__(self, name):  # everything but ``reward`` is the underlying task's
+    def __getattr__(self, name):  # everything but ``reward`` / ``reward_batch`` is the underlying task's
         if name in ("task", "reward_model", "tokenizer", "max_cache", "_cache"):
             raise AttributeError(name)
         return getattr(self.task, name)
 
+    def _remember(self, key, value: float):
+        if len(self._cache) >= self.max_cache:
+            self._cache.clear()
+        if self.max_cache:
+            self._cache[key] = value
+
     def reward(self, prompt: str, completion: str) -> float:
-        """r_φ(q, o), a float in logit units. Raises ValueError as :func:`proxy_rewards`."""
+        """r_φ(q, o), a float in logit units (one forward pass unless memoised).
+
+        Raises:
+            ValueError: as :func:`proxy_rewards`.
+        """
         key = (prompt, completion)
-        if key not in self._cache:
-            if len(self._cache) >= self.max_cache:
-                self._cache.clear()
-            self._cache[key] = float(proxy_rewards(self.reward_model, self.tokenizer, [prompt], [completion])[0])
-        return self._cache[key]
+        if key in self._cache:
+            return self._cache[key]
+        value = float(proxy_rewards(self.reward_model, self.tokenizer, [prompt], [completion])[0])
+        self._remember(key, value)
+        return value
+
+    def reward_batch(self, prompts, completions) -> np.ndarray:
+        """r_φ of B (prompt, completion) pairs: (B,) float64 in logit units, each equal bit for bit to :meth:`reward`.
+
+        The pairs not in the memo are deduplicated and scored together by
+        :func:`proxy_rewards` with ``by_length=True`` (one forward pass per token length), then
+        memoised. Measured (CPU, 1 thread; a reward model on the supervised scratchpad model, 256
+        completions of it, 188 distinct, 5 token lengths): 0.040 s, against 0.245 s one
+        completion at a time and 0.08 s for one padded pass (whose scores differ by up to 7e-7).
+
+        Args:
+            prompts, completions: B strings each (B ≥ 0).
+        Returns:
+            (B,) float64 array (the float32 scores, widened exactly).
+        Raises:
+            ValueError: the lists differ in length or are strings, or as :func:`proxy_rewards`.
+        """
+        if isinstance(prompts, str) or isinstance(completions, str) or len(prompts) != len(completions):
+            raise ValueError("`prompts` and `completions` must be lists of strings of the same length; "
+                             f"got {type(prompts).__name__} and {type(completions).__name__}")
+        keys = list(zip(prompts, completions))
+        known = {key: self._cache[key] for key in keys if key in self._cache}
+        new = list(dict.fromkeys(key for key in keys if key not in known))
+        if new:
+            scores = proxy_rewards(self.reward_model, self.tokenizer, [p for p, _ in new], [o for _, o in new],
+                                   by_length=True)
+            for key, value in zip(new, scores.tolist()):
+                known[key] = value
+                self._remember(key, value)
+        return np.array([known[key] for key in keys], dtype=np.float64)
