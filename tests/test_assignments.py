@@ -7,8 +7,9 @@ versions (full marks), the untouched student versions (0, no crash), submissions
 mistake each (they lose exactly the points of the tests aimed at that mistake), a correct submission
 that prints a warning (full marks) and the attacks an instructor reported (an IPython input
 transformer, rebinding the tests' reference, a no-op ``torch.testing.assert_close``, calling the
-library's implementation, ``REFERENCE[VARIANT]``, an edited test cell): each scores 0 on the attacked
-tests and is flagged; (2) with the reduction to definitions switched off, so that only the sandbox and
+library's implementation, also through the module that defines it (``rl.preferences.dpo_loss``) and
+through ``rlbook.reference``'s loop oracles, ``REFERENCE[VARIANT]``, an edited test cell): each scores 0
+on the attacked tests and is flagged; (2) with the reduction to definitions switched off, so that only the sandbox and
 the guard stand in the way: a submission that probes the sandbox (reading the instructor sources, the
 gradebook and another student's folder, writing outside its folder, the network), an endless loop
 (interrupted after the per-cell timeout passed, not nbgrader's 30 s default), ``sys.exit``, deleting
@@ -68,6 +69,21 @@ MISTAKES = [
     # be wrong (held-out pass@1 falls to 0), and only the training test's held-out threshold catches it
     ("capstone_grpo", "train_grpo_loop", 'batch["advantages"] = group_advantages(', 'batch["advantages"] = -group_advantages(',
      {"test_training"}),
+    # part 5: the textbook −log σ, right on ordinary inputs and inf (or 0) for gaps of hundreds of logits
+    ("part5_preferences", "bradley_terry_loss", "torch.nn.functional.softplus(rejected_rewards - chosen_rewards)",
+     "-torch.log(torch.sigmoid(chosen_rewards - rejected_rewards))", {"test_bradley_terry_stable"}),
+    # DPO's implicit reward without the reference: every test downstream of it (the loss, its gradient, the
+    # population minimiser, which becomes ∝ exp(r/β), and the run) loses its points, and nothing else
+    ("part5_preferences", "implicit_rewards", "beta * (log_probs - ref_log_probs)", "beta * log_probs",
+     {"test_implicit_rewards", "test_dpo_loss", "test_dpo_gradient_weight", "test_dpo_population_minimiser",
+      "test_dpo_training"}),
+    # best-of-N with tied rewards not shared in proportion to π_ref (each tied answer gets the level's whole
+    # probability): only the ties test, as the KL test and the reward model's scores have no ties
+    ("part5_preferences", "best_of_n_probs", "return ref_probs / level * (", "return (0 * level + 1) * (",
+     {"test_best_of_n_probs"}),
+    # the reward model fitted with chosen and rejected swapped (w = −ŵ): best-of-N by it then picks short answers
+    ("part5_preferences", "train_reward_model", "bradley_terry_loss(chosen_features @ w, rejected_features @ w)",
+     "bradley_terry_loss(rejected_features @ w, chosen_features @ w)", {"test_reward_model", "test_overoptimisation"}),
 ]
 
 # The attacks, graded in the main batch with every layer on: (student, assignment, start from "source" or
@@ -105,6 +121,19 @@ ATTACKS = [
                                                    "completion_mask=completion_mask, forbidden_ids=forbidden_ids)")},
      {"test_response_log_probs", "test_response_log_probs_gradient", "test_microbatch_step", "test_gradient_accumulation",
       "test_training"}, "library's implementation"),
+    # part 5: DPO's loss from the library's module (rlbook.preferences), best-of-N from the flat namespace, and
+    # π* from the slow oracle of rlbook.reference: each cell is refused, and every test that needs it scores 0
+    ("atk_dpo_module_oracle", "part5_preferences", "source",
+     {"dpo_loss": lambda t: _solution(t, "    return rl.preferences.dpo_loss(policy_chosen_log_probs, policy_rejected_log_probs, "
+                                         "ref_chosen_log_probs, ref_rejected_log_probs, beta)")},
+     {"test_dpo_loss", "test_dpo_gradient_weight", "test_dpo_population_minimiser", "test_dpo_training"},
+     "library's implementation"),
+    ("atk_best_of_n_oracle", "part5_preferences", "source",
+     {"best_of_n_probs": lambda t: _solution(t, "    return rl.best_of_n_probs(ref_probs, rewards, n)")},
+     {"test_best_of_n_probs", "test_best_of_n_kl", "test_overoptimisation"}, "library's implementation"),
+    ("atk_reference_loop_oracle", "part5_preferences", "source",
+     {"kl_regularised_optimum": lambda t: _solution(t, "    return rl.reference.kl_regularised_optimum_search(ref_probs, rewards, beta)")},
+     {"test_kl_optimum", "test_kl_optimum_maximises"}, "library's implementation"),
 ]
 
 # Submissions that pass the visible tests of some cells without a correct function: each must lose
@@ -201,6 +230,8 @@ HOSTILE = {
     "rt_oracle_call": ("body", "k3", "    return rl.kl_k3(log_probs, ref_log_probs)\n"),
     # a library scorer reached through rlbook.lm (the capstone's oracles live there): poisoned too
     "rt_lm_oracle_call": ("body", "k3", "    rl.lm.token_log_probs(torch.zeros(1, 2, 3), torch.zeros(1, 2, dtype=torch.long))\n"),
+    # part 5's oracles reached through the module that defines them (rlbook.preferences): poisoned there too
+    "rt_module_oracle_call": ("body", "k3", "    z = torch.zeros(1)\n    rl.preferences.dpo_loss(z, z, z, z, 0.1)\n"),
     # a wrong k3 that changes the test's input so that the reference computed after it is 0 too
     "rt_mutates_inputs": ("body", "k3", "    ref_log_probs.copy_(log_probs)\n    return torch.zeros_like(log_probs)\n"),
 }
@@ -296,6 +327,11 @@ GRADED_ORACLES = {
     "capstone_grpo": {"group_relative_advantages", "kl_k3", "seq_mean_token_mean", "clipped_surrogate_loss",
                       "completion_log_probs", "token_log_probs", "get_response_log_probs", "grpo_microbatch_train_step",
                       "policy_gradient_loss", "clipped_surrogate_loss_masked", "train_grpo"},
+    "part5_preferences": {"bradley_terry_loss", "bradley_terry_probability", "kl_regularised_optimum", "kl_regularised_value",
+                          "implicit_rewards", "dpo_loss", "dpo_gradient_weight", "simpo_loss", "dpo_population_loss",
+                          "best_of_n_probs", "best_of_n_kl", "best_of_n_kl_bound", "preference_loss", "train_dpo",
+                          "bradley_terry_loss_loop", "dpo_loss_loop", "simpo_loss_loop", "dpo_population_loss_loop",
+                          "best_of_n_probs_enumeration", "kl_regularised_optimum_search"},
 }
 # Visible expressions shaped like a piece of a solution that are there on purpose (each a property the
 # task's text states, computed with the student's own functions or from the inputs, not an answer):
@@ -450,7 +486,7 @@ def test_the_grading_seed_lives_in_hidden_tests_only(name):
 def test_there_is_one_assignment_per_part_and_a_capstone():
     """One assignment per part of the book (``partN_...``), and capstones (``capstone_...``) beside them."""
     parts = [n.split("_")[0] for n in NAMES if n.startswith("part")]
-    assert parts == ["part1", "part2", "part3", "part4"], NAMES
+    assert parts == ["part1", "part2", "part3", "part4", "part5"], NAMES
     capstones = [n for n in NAMES if not n.startswith("part")]
     assert capstones == ["capstone_grpo"], NAMES
 
@@ -924,6 +960,7 @@ def test_a_function_cannot_change_the_tests_inputs(hostile):
     ("rt_noop_assert_close", {"test_group_advantages"}, "GradingIntegrityError"),
     ("rt_oracle_call", {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "OracleCallError"),
     ("rt_lm_oracle_call", {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "OracleCallError"),
+    ("rt_module_oracle_call", {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "OracleCallError"),
 ])
 def test_the_guard_catches_what_reaches_the_kernel(hostile, student, tests, error):
     """With the reduction to definitions off, the guard in the kernel still fails and flags the

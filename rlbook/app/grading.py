@@ -30,7 +30,8 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
    rebinding a name the instructor's cells define.
 
 3. **A guard in the kernel** (``GUARD``): after the setup cells, the library's implementations of the
-   graded functions are wrapped so that they raise when any frame on the call stack belongs to
+   graded functions are wrapped (as attributes of ``rlbook``, ``rlbook.lm`` and the modules of
+   :data:`ORACLE_MODULES`) so that they raise when any frame on the call stack belongs to
    student code (tests may call them; submissions may not, even indirectly), and a snapshot is taken
    of the objects tests rely on (``rlbook``'s, ``torch``'s, ``torch.testing``'s and
    ``torch.nn.functional``'s namespaces, ``torch.Tensor``, the builtins, IPython's input and AST
@@ -88,8 +89,19 @@ ORACLES = frozenset({
     "train_ppo", "reinforce",
     # the capstone's pieces (some live in rlbook.lm, which the guard poisons too)
     "completion_log_probs", "token_log_probs", "get_response_log_probs", "grpo_microbatch_train_step",
-    "policy_gradient_loss", "clipped_surrogate_loss_masked", "kl_penalty_loss", "train_grpo"})
-ORACLE_GLOBALS = frozenset({"REFERENCE", "reference_grpo_loss"})
+    "policy_gradient_loss", "clipped_surrogate_loss_masked", "kl_penalty_loss", "train_grpo",
+    # part 5's (rlbook.preferences, rlbook.kl_regularised, rlbook.algos.dpo), with the library's functions that
+    # compute one of them under another name (SimPO with γ = 0 on log-ratios is DPO; ∂(β·log Z)/∂r is π*) and
+    # the loop oracles of rlbook.reference; the guard poisons them in those modules too
+    "bradley_terry_loss", "bradley_terry_probability", "implicit_rewards", "dpo_loss", "dpo_gradient_weight",
+    "simpo_loss", "kl_regularised_optimum", "kl_regularised_value", "best_of_n_probs", "best_of_n_kl",
+    "best_of_n_kl_bound", "dpo_population_loss", "preference_loss", "dpo_step", "train_dpo", "train_online_dpo",
+    "compute_per_instance_dpo_loss", "reward_model_step", "train_reward_model",
+    "bradley_terry_loss_loop", "dpo_loss_loop", "simpo_loss_loop", "dpo_population_loss_loop",
+    "best_of_n_probs_enumeration", "kl_regularised_optimum_search"})
+ORACLE_GLOBALS = frozenset({"REFERENCE", "reference_grpo_loss", "reference_reward_model", "reference_best_of_n"})
+# the modules besides rlbook and rlbook.lm whose attributes of those names the guard poisons
+ORACLE_MODULES = ("rlbook.preferences", "rlbook.kl_regularised", "rlbook.algos.dpo", "rlbook.lm.dpo", "rlbook.reference")
 
 # names a cell may not use at all, and attributes it may not reach
 _FORBIDDEN_NAMES = frozenset({
@@ -568,7 +580,7 @@ def restrict(source: str, protected: set[str] = frozenset()) -> tuple[str | None
 # --- layer 3: the guard in the kernel -------------------------------------------------------------------------
 
 GUARD = r'''
-def _rlbook_make_guard(oracle_attrs, oracle_globals, protected, flag_mime):
+def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, flag_mime):
     import builtins, functools, os, sys, warnings
     import numpy, torch, torch.nn.functional, torch.testing
     import rlbook
@@ -599,9 +611,11 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected, flag_mime):
             return fn(*args, **kwargs)
         return guarded
 
+    import importlib
     import rlbook.lm
+    modules = [("rlbook", rlbook), ("rlbook.lm", rlbook.lm)] + [(m, importlib.import_module(m)) for m in oracle_modules]
     for attr in oracle_attrs:
-        for label, mod in (("rlbook", rlbook), ("rlbook.lm", rlbook.lm)):
+        for label, mod in modules:
             if callable(getattr(mod, attr, None)):
                 setattr(mod, attr, poison(f"{label}.{attr}", getattr(mod, attr)))
     for name in oracle_globals:
@@ -790,7 +804,7 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, protected, flag_mime):
 
     return Guard()
 
-_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, PROTECTED, FLAG_MIME)
+_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, ORACLE_MODULES, PROTECTED, FLAG_MIME)
 del _rlbook_make_guard
 '''
 
@@ -798,6 +812,7 @@ del _rlbook_make_guard
 def _guard_source(protected: set[str]) -> str:
     return (GUARD.replace("ORACLE_ATTRS", json.dumps(sorted(ORACLES)))
             .replace("ORACLE_GLOBALS", json.dumps(sorted(ORACLE_GLOBALS)))
+            .replace("ORACLE_MODULES", json.dumps(list(ORACLE_MODULES)))
             .replace("PROTECTED", json.dumps(sorted(protected)))
             .replace("FLAG_MIME)", json.dumps(FLAG_MIME) + ")"))
 
