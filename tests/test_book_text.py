@@ -37,7 +37,7 @@ COMPARISON_WORD = re.compile(r"\b(?:beats?|beating|better|stands? out|outperform
                              r"superior|inferior)\b", re.IGNORECASE)
 METHOD_NAME = re.compile(r"\b(?:GRPO|Dr\. GRPO|DAPO|RLOO|CISPO|GSPO|MaxRL|DPPO|ProRL|ScaleRL|Magistral|PPO|TRPO|"
                          r"REINFORCE|critic|baselines?|rewards-to-go|clip-higher|token-level|natural (?:gradient|step)|"
-                         r"vanilla|TRL|SFT|supervised model)\b")
+                         r"vanilla|TRL|SFT|supervised model|DPO|IPO|SimPO|ORPO|KTO|best-of-\$?N\$?|reward model)\b")
 # (chapter, words of the sentence, why it is not a comparison of methods that needs seeds)
 NOT_A_METHOD_COMPARISON = [
     (3, '("better than usual" / "worse than usual")', "the sign of an advantage, not a comparison of methods"),
@@ -50,6 +50,7 @@ NOT_A_METHOD_COMPARISON = [
     (9, "an answer is good if it beats its siblings", "the definition of the group baseline"),
     (9, "As the model gets better", "one run over time, not a comparison of methods"),
     (11, "**Goals.**", "the chapter's goals list names what the reader will compare"),
+    (13, '"Is DPO superior to PPO for LLM alignment?"', "the title and finding of the cited paper (Xu et al. 2024)"),
 ]
 
 
