@@ -17,7 +17,8 @@ Setting (every seed s; everything of seed s is shared by the four methods, so th
   labelled the same way, ``DPO_STEPS/ROUNDS`` updates per round (``rl.algos.dpo.train_online_dpo``):
   the same labels, updates and β as offline DPO; only where the pairs come from differs.
 * ``rl_reward_model``: a reward model (the supervised transformer with a scalar head) trained on
-  the offline pairs (``RM_STEPS`` updates), then GRPO against it (``GRPOConfig``: 32 prompts × 8,
+  the offline pairs (``RM_STEPS`` updates), then GRPO against it (``rl.train_grpo(..., reward_model=rm)``,
+  ``GRPOConfig(reward_source="reward_model")``: 32 prompts × 8,
   two minibatches, k3 penalty β = ``RL_KL_COEF`` to π_sft, lr ``RL_LR``, ``RL_STEPS`` steps).
 * ``rl_gold``: the same GRPO on the gold reward r* itself: no comparisons, an oracle's reward (the
   ceiling a learned reward aims at, not a method with the same budget).
@@ -116,11 +117,11 @@ def dpo_config(seed: int, num_steps: int):
                      device="cpu")
 
 
-def grpo_config(seed: int):
+def grpo_config(seed: int, reward_source: str = "task"):
     import rlbook as rl
 
     return rl.GRPOConfig(prompts_per_step=32, group_size=8, num_minibatches=2, max_new_tokens=MAX_NEW, kl_coef=RL_KL_COEF,
-                         lr=RL_LR, num_steps=RL_STEPS, log_ref_kl=False, seed=seed, device="cpu")
+                         lr=RL_LR, num_steps=RL_STEPS, log_ref_kl=False, seed=seed, device="cpu", reward_source=reward_source)
 
 
 def preference_accuracy(score, tok, pairs) -> float:
@@ -177,7 +178,7 @@ def one_seed(seed: int) -> dict:
 
     import rlbook as rl
     from rlbook.algos.dpo import train_dpo, train_online_dpo
-    from rlbook.lm.preference_task import ProxyRewardTask, proxy_rewards
+    from rlbook.lm.preference_task import proxy_rewards
 
     start = time.perf_counter()
     task, tok, gold, sft = setup(seed)
@@ -208,7 +209,7 @@ def one_seed(seed: int) -> dict:
                              rl.lm.RewardModelConfig(num_steps=RM_STEPS, batch_size=RM_BATCH, lr=RM_LR, seed=seed), progress=False)
     rm.requires_grad_(False).eval()
     policy = copy.deepcopy(sft).requires_grad_(True)
-    h = rl.train_grpo(policy, tok, ProxyRewardTask(task, rm, tok), grpo_config(seed), progress=False)
+    rl.train_grpo(policy, tok, task, grpo_config(seed, reward_source="reward_model"), progress=False, reward_model=rm)
     rm_score = lambda prompts, completions: proxy_rewards(rm, tok, prompts, completions).double().numpy()  # noqa: E731
     results["rl_reward_model"] = evaluate(policy, sft, tok, task, gold, problems, test, score=rm_score)
     results["rl_reward_model"]["policy_preference_accuracy"] = preference_accuracy(implicit_scorer(policy, sft, tok), tok, test)
