@@ -241,10 +241,12 @@ def test_grpo_on_the_proxy_raises_the_proxy_reward(task, tok):
 def test_overoptimisation_small_run_shows_gold_peaking_while_the_proxy_rises(monkeypatch):
     """The chapter's live run (``benchmarks/overoptimisation.py --seeds 0 --small``): over-optimisation appears.
 
-    Measured on the 2-core machine (36 s with chapter 10's supervised model cached): best-of-N gold
-    0.213 → 0.298 at d = 0.66 → −0.063 at d = 1.78, proxy −0.00 → 0.27; GRPO (20 steps, β = 0)
-    gold 0.232 → 0.307 at d = 0.49 → 0.050 at d = 1.60, proxy −0.02 → 0.19. The thresholds keep a
-    margin for another CPU's float order.
+    Measured on the 2-core machine (16 s with the seed's one-thread supervised model cached, the model
+    of the ten-seed benchmark): best-of-N gold 0.182 → 0.280 at d = 0.80 → −0.050 at d = 1.78, proxy
+    0.01 → 0.17; GRPO (20 steps, β = 0) gold 0.195 → 0.257 at d = 0.25 → −0.042 at d = 2.06, proxy
+    0.00 → 0.16. The thresholds sit about a third below those numbers, a margin for another CPU's float
+    order (they were set afresh when the benchmark moved to this model; on chapter 10's two-thread model
+    the best-of-N proxy rose 0.27, hence the old 0.15).
     """
     import importlib
     from pathlib import Path
@@ -252,7 +254,7 @@ def test_overoptimisation_small_run_shows_gold_peaking_while_the_proxy_rises(mon
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
     bench = importlib.import_module("overoptimisation")
     run = bench.main(["--seeds", "0", "--small"])["runs"][0]
-    for name, rise, fall, proxy_rise in (("best_of_n", 0.04, 0.2, 0.15), ("rl", 0.03, 0.15, 0.1)):
+    for name, rise, fall, proxy_rise in (("best_of_n", 0.06, 0.2, 0.1), ("rl", 0.04, 0.2, 0.1)):
         curve = run[name]
         gold, proxy = np.asarray(curve["gold"]), np.asarray(curve["proxy"])
         assert gold.max() >= gold[0] + rise, (name, gold)  # gold rises first ...
