@@ -108,6 +108,11 @@ ATTACKS = [
     ("atk_oracle_call", "part3_grpo_loss", "source",
      {"k3": lambda t: _solution(t, "    return rl.kl_k3(log_probs, ref_log_probs)")},
      {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}, "library's implementation"),
+    # the slow loop oracle of rlbook.reference for a part-3 function: refused like the library's own
+    ("atk_part3_reference_loop", "part3_grpo_loss", "source",
+     {"group_advantages": lambda t: _solution(t, "    return torch.tensor(rl.reference.group_relative_advantages_loop("
+                                                 "rewards.tolist(), group_size, eps=eps), dtype=rewards.dtype)")},
+     {"test_group_advantages", "test_group_advantages_scale"}, "library's implementation"),
     # part 4's one line: the notebook's own reference as the answer
     ("atk_reference_answer", "part4_modern_variant", "released",
      {"choose_variant": lambda t: 'VARIANT = "cispo"\n', "variant_loss": lambda t: "variant_loss = REFERENCE[VARIANT]\n"},

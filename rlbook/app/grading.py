@@ -98,7 +98,12 @@ ORACLES = frozenset({
     "best_of_n_kl_bound", "dpo_population_loss", "preference_loss", "dpo_step", "train_dpo", "train_online_dpo",
     "compute_per_instance_dpo_loss", "reward_model_step", "train_reward_model",
     "bradley_terry_loss_loop", "dpo_loss_loop", "simpo_loss_loop", "dpo_population_loss_loop",
-    "best_of_n_probs_enumeration", "kl_regularised_optimum_search"})
+    "best_of_n_probs_enumeration", "kl_regularised_optimum_search",
+    # the loop oracles of rlbook.reference that compute parts 1-4's and the capstone's graded functions
+    "bandit_estimator_variance_loop", "optimal_baseline_loop", "gae_loop", "clipped_surrogate_loss_loop",
+    "cispo_weight_loop", "group_relative_advantages_loop", "seq_mean_token_mean_loop", "token_mean_loop",
+    "fixed_length_mean_loop", "gspo_sequence_log_ratio_loop", "gspo_sequence_loss_loop", "token_log_probs_loop",
+    "completion_mask_from_eos_loop", "dpo_population_minimise"})
 ORACLE_GLOBALS = frozenset({"REFERENCE", "reference_grpo_loss", "reference_reward_model", "reference_best_of_n"})
 # the modules besides rlbook and rlbook.lm whose attributes of those names the guard poisons
 ORACLE_MODULES = ("rlbook.preferences", "rlbook.kl_regularised", "rlbook.algos.dpo", "rlbook.lm.dpo", "rlbook.reference")
