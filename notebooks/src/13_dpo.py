@@ -330,11 +330,11 @@ print(f"chosen: {start_c:.2f} → {end_c:.2f} nats;  rejected: {start_r:.2f} →
 # %% [markdown]
 # Over the run the chosen answers lose more than a nat of log-probability, and the rejected ones lose
 # more than the chosen. The policy now gives the answers it was told are *good* a fraction of the
-# probability the supervised model gave them. Where did the mass go? To answers that were in no pair: §13.6 shows that
-# the trained policy's samples are much shorter than the supervised model's, short answers being what
-# the labels reward, but they are not mostly the chosen answers of the data set. Whether that drift
-# lands on good answers is up to the network's generalisation, not to the loss, and it is one reason to
-# stop DPO early, to add a likelihood term on the chosen answers (as Pang et al. 2024,
+# probability the supervised model gave them. Where did the mass go? Not, on average, to the chosen
+# answers, and not to the rejected ones: to answers that appear in no pair, which the loss never scores.
+# §13.6 measures what the trained policies write on ten seeds (shorter answers, short being what the
+# labels reward). Whether that drift lands on good answers is up to the network's generalisation, not
+# to the loss, and it is one reason to stop DPO early, to add a likelihood term on the chosen answers (as Pang et al. 2024,
 # arXiv:2404.19733, do, and ORPO below), or to give DPO fresh pairs of its own samples (§13.5).
 
 # %%
@@ -527,6 +527,8 @@ rl.claim_comparison("online DPO beats offline DPO", comparisons["online_dpo", "o
 rl.claim_comparison("Online DPO's accuracy is higher", rl.compare(per_seed["online_dpo"]["correct"], per_seed["offline_dpo"]["correct"],
                                                                    names=("online DPO", "offline DPO")), ">")
 rl.claim_comparison("its KL is lower than offline DPO's", comparisons["online_kl", "offline_kl"], "<")
+rl.claim_comparison("(shorter answers, short being what the", rl.compare(per_seed["offline_dpo"]["length"], per_seed["sft"]["length"],
+                                                                          names=("offline DPO's length", "the supervised model's")), "<")
 rl.claim_comparison("by shortening answers", rl.compare(per_seed["offline_dpo"]["length"], per_seed["online_dpo"]["length"],
                                                         names=("offline DPO's length", "online DPO's")), "<")
 rl.claim_comparison("online DPO shows no difference detected at this scale", comparisons["online_pref", "offline_pref"], "none")
