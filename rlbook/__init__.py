@@ -48,6 +48,7 @@ _MODULES = [
     "sequence_losses",
     "dppo",
     "rewards",
+    "is_corrections",
     "steps",
     "algos.grpo",
     # --- Part V (preferences: Bradley–Terry, the KL-regularised optimum, best-of-N, DPO) ---

@@ -143,6 +143,10 @@ def _problems(config: GRPOConfig) -> tuple[list[str], str | None]:
     if config.per_token_loss == "cispo" and config.clip_eps_low < 1.0:
         problems.append(f"clip_eps_low={config.clip_eps_low!r} with per_token_loss='cispo': TRL's CISPO weight has no "
                         "lower cap; set clip_eps_low ≥ 1 (no lower cap, as MiniMax-M1)")
+    if config.is_correction.startswith("geometric"):
+        problems.append(f"is_correction={config.is_correction!r}: TRL's sequence-level ratio is the product "
+                        "Π_t π_old/π_s (vllm_importance_sampling_mode='sequence_truncate' / 'sequence_mask'), "
+                        "not the geometric mean; use one of those or a token-level mode")
     if config.overlong_cache_length:
         problems.append(f"overlong_cache_length={config.overlong_cache_length}: TRL's config has no soft overlong "
                         "penalty; add trl.rewards.get_soft_overlong_punishment(max_new_tokens, overlong_cache_length) "
@@ -199,7 +203,14 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
     format_coef]`` (pass the correctness and the format reward, in that order, as
     ``reward_funcs``); ``seed``; ``device`` "cpu" → ``use_cpu``. Dropout is disabled and bf16 off
     (rlbook trains in float32); TRL's GSPO switch ``importance_sampling_level`` stays "token"
-    (rlbook's ratio is per token).
+    (rlbook's ratio is per token). The sampler correction: ``is_correction`` "none" →
+    ``vllm_importance_sampling_correction=False`` (TRL's default is True); "token_truncate",
+    "token_mask", "sequence_truncate", "sequence_mask" → ``vllm_importance_sampling_correction=True``
+    and ``vllm_importance_sampling_mode`` of the same name, with ``is_cap`` C →
+    ``vllm_importance_sampling_clip_max = C`` and ``vllm_importance_sampling_clip_min`` = None for
+    the truncate modes (min(ρ, C)) or 1/C for the mask modes (the band [1/C, C]). TRL applies
+    these only when it samples with vLLM (``use_vllm=True``, a GPU); rlbook's equivalent sampler is
+    ``train_grpo(..., sampler=)``.
 
     Args:
         config: an :class:`rlbook.GRPOConfig`.
@@ -214,7 +225,9 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
             ``per_token_loss='cispo'`` with ``clip_eps_low < 1``; a callable aggregation;
             ``overlong_cache_length > 0``; the GSPO and DPPO losses; any Part IV switch left off its
             default: minibatches, overlong filtering, dynamic sampling, zero-variance filtering,
-            prompt retirement, reference resets, the FP32 head, a completion budget, a reward model as the reward).
+            prompt retirement, reference resets, the FP32 head, a completion budget, a reward model as the reward;
+            ``is_correction`` "geometric_truncate" / "geometric_mask", whose geometric-mean ratio TRL
+            does not have).
         ImportError: TRL is not installed (the message says how to install it).
     """
     if not isinstance(config, GRPOConfig):
@@ -246,6 +259,7 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
         importance_sampling_level="token",
         scale_rewards="group" if config.advantage_estimator == "grpo" else "none",
         mask_truncated_completions=False,
+        vllm_importance_sampling_correction=config.is_correction != "none",
         temperature=config.temperature,
         max_completion_length=config.max_new_tokens,
         seed=config.seed,
@@ -261,6 +275,9 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
     fields["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = False
     if config.format_coef:
         fields["reward_weights"] = [1.0, config.format_coef]
+    if config.is_correction != "none":
+        fields.update(vllm_importance_sampling_mode=config.is_correction, vllm_importance_sampling_clip_max=config.is_cap,
+                      vllm_importance_sampling_clip_min=1.0 / config.is_cap if config.is_correction.endswith("_mask") else None)
     fields.update(overrides)
     return trl.GRPOConfig(**fields)
 
@@ -325,7 +342,7 @@ def build_trl_trainer(policy, tokenizer, task, config: GRPOConfig, num_prompts: 
 
 
 def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages,
-             old_log_probs=None, ref_log_probs=None) -> torch.Tensor:
+             old_log_probs=None, ref_log_probs=None, importance_sampling_ratio=None) -> torch.Tensor:
     """TRL's GRPO loss on one given batch, by TRL's own code (``GRPOTrainer._compute_loss``).
 
     The batch is one optimiser step with no gradient accumulation (TRL's training mode with
@@ -339,6 +356,11 @@ def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, 
         advantages: (B,) one advantage per completion.
         old_log_probs: (B, T) log π_old, nats; None = the current policy's (ratio 1).
         ref_log_probs: (B, T) log π_ref, nats; required when ``trainer.beta`` > 0.
+        importance_sampling_ratio: None, or the (B, T) or (B, 1) weights TRL's sampler correction
+            multiplies the per-token loss by (its ``inputs["importance_sampling_ratio"]``, computed in
+            TRL's generation step from the vLLM log-probs); TRL applies them when
+            ``trainer.vllm_importance_sampling_correction`` is True, here with ``use_vllm`` switched
+            on for the call only.
     Returns:
         the 0-d loss (with grad).
     Raises:
@@ -359,16 +381,21 @@ def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, 
         inputs["old_per_token_logps"] = old_log_probs
     if ref_log_probs is not None:
         inputs["ref_per_token_logps"] = ref_log_probs
+    use_vllm = trainer.use_vllm
+    if importance_sampling_ratio is not None:
+        inputs["importance_sampling_ratio"] = importance_sampling_ratio
+        trainer.use_vllm = True  # TRL reads the ratio only when vLLM sampled; nothing else in the loss uses it
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
     try:
         return trainer._compute_loss(trainer.model, inputs)
     finally:
         trainer.model.eval()
+        trainer.use_vllm = use_vllm
 
 
 def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages, config: GRPOConfig,
-                     old_log_probs=None, ref_log_probs=None, forbidden_ids=()) -> torch.Tensor:
+                     old_log_probs=None, ref_log_probs=None, forbidden_ids=(), sampler_log_probs=None) -> torch.Tensor:
     """rlbook's GRPO loss on one given batch, by the pieces :func:`rlbook.algos.grpo.grpo_step` uses.
 
     Scores the completions with :func:`rlbook.lm.completion_log_probs` (at ``config.temperature``),
@@ -382,6 +409,8 @@ def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion
             ref_log_probs: as :func:`trl_loss` (old_log_probs None = ratio 1).
         config: the :class:`rlbook.GRPOConfig` whose loss to compute.
         forbidden_ids: token ids removed from the softmax (default none, TRL's policy).
+        sampler_log_probs: (B, T) log π_s of the tokens by the sampler, nats; used with the
+            config's ``is_correction`` and ``is_cap`` (π_old = ``old_log_probs``).
     Returns:
         the 0-d loss (detached from nothing; its backward has already run).
     Raises:
@@ -394,5 +423,6 @@ def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion
     old = log_probs.detach() if old_log_probs is None else old_log_probs
     loss, _ = grpo_microbatch_train_step(log_probs, mask, 1, loss_type, advantages=advantages[:, None], old_log_probs=old,
                                          cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref_log_probs,
-                                         kl_coef=config.kl_coef)
+                                         kl_coef=config.kl_coef, sampler_log_probs=sampler_log_probs,
+                                         is_correction=config.is_correction, is_cap=config.is_cap)
     return loss

@@ -34,6 +34,7 @@ from rlbook import _checks
 from rlbook.aggregation import AGGREGATIONS, fixed_length_mean, masked_normalize, seq_mean_token_mean
 from rlbook.kl import kl_k3
 from rlbook.dppo import dppo_loss, dppo_mask
+from rlbook.is_corrections import IS_CORRECTION_MODES, importance_correction
 from rlbook.losses import cispo_loss, clip_region, clipped_surrogate_loss
 from rlbook.sequence_losses import gspo_loss, gspo_sequence_log_ratio
 from rlbook.policy_gradient import reinforce_loss
@@ -292,10 +293,19 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
                                raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None, *,
                                aggregation=seq_mean_token_mean, ref_log_probs=None,
                                kl_coef: float = 0.0, divergence_threshold=None,
-                               divergence: str = "binary_tv") -> tuple[torch.Tensor, dict]:
+                               divergence: str = "binary_tv", sampler_log_probs=None,
+                               is_correction: str = "none", is_cap: float = 2.0) -> tuple[torch.Tensor, dict]:
     """One policy-gradient micro-batch: per-token loss (+ β·k3), aggregate, ``/ k``, ``backward()``.
 
-    L = agg_{i,t}( ℓ_{i,t} + β·k3_{i,t} ) / k,   ℓ from :func:`policy_gradient_loss`
+    L = agg_{i,t}( w_{i,t}·ℓ_{i,t} + β·k3_{i,t} ) / k,   ℓ from :func:`policy_gradient_loss`
+
+    w = 1 unless ``is_correction`` names a correction for tokens sampled by a sampler π_s that is
+    not the trainer's π_old: then w are the detached weights of :func:`rlbook.importance_correction`
+    (TRL's modes "token_truncate", "token_mask", "sequence_truncate", "sequence_mask", and
+    "geometric_truncate" / "geometric_mask") from π_old (``old_log_probs``, or
+    ``policy_log_probs`` detached when there is none) and ``sampler_log_probs``; masked tokens get
+    w = 0 and stay in the aggregation's normaliser (as TRL). The KL term is not reweighted. With
+    ``is_correction="none"`` (the default) the loss is computed exactly as without the argument.
 
     With the default ``aggregation`` (:func:`rlbook.seq_mean_token_mean`) this is GRPO's loss: the
     masked mean over each sequence's response tokens, then the mean over the B sequences. A row with
@@ -317,17 +327,29 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
         ref_log_probs: (B, T) log π_ref, nats (no grad); needed when ``kl_coef`` > 0.
         kl_coef: β ≥ 0 of the per-token k3 penalty KL(π_θ ‖ π_ref).
         divergence_threshold, divergence: DPPO's τ and estimate (loss_type "dppo").
+        sampler_log_probs: (B, T) log π_s of the sampled tokens by the sampler, nats; required
+            when ``is_correction`` is not "none", ignored otherwise.
+        is_correction: a mode of ``rl.IS_CORRECTION_MODES`` ("none" = no reweighting).
+        is_cap: C ≥ 1 of the correction (truncate at C; mask outside [1/C, C]).
     Returns:
         ``(loss, metadata)``: the scaled 0-d loss, and the metadata of
-        :func:`policy_gradient_loss` plus ``per_token_loss`` (B, T) (detached, β·k3 included).
+        :func:`policy_gradient_loss` plus ``per_token_loss`` (B, T) (detached, β·k3 included);
+        with a correction also ``is_weights`` (B, T), ``is_kept`` (B, T) bool and ``is_stats``
+        (the stats of :func:`rlbook.importance_correction`).
     Gradient:
         accumulated into the leaves of ``policy_log_probs``' graph (``backward()`` is called).
     Raises:
         ValueError: as :func:`policy_gradient_loss`; mask shape; k; kl_coef < 0 or > 0 without
             ``ref_log_probs``; an unknown aggregation name; a micro-batch whose mask has no True
-            element at all (raised by the aggregation, naming ``completion_mask``).
+            element at all (raised by the aggregation, naming ``completion_mask``); an unknown
+            ``is_correction`` or ``is_cap`` < 1; ``sampler_log_probs`` missing with a correction.
     """
     k = _check_accumulation(gradient_accumulation_steps)
+    if not isinstance(is_correction, str) or is_correction not in IS_CORRECTION_MODES:
+        raise ValueError(f"`is_correction` must be one of {list(IS_CORRECTION_MODES)}; got {is_correction!r}")
+    _checks.check_in_range("is_cap", is_cap, 1.0, float("inf"), high_inclusive=False)
+    if is_correction != "none" and sampler_log_probs is None:
+        raise ValueError(f"`sampler_log_probs` is required with is_correction={is_correction!r}")
     mask = _check_log_probs_and_mask(policy_log_probs, response_mask)
     aggregate = _aggregation_fn(aggregation)
     _checks.check_in_range("kl_coef", kl_coef, 0.0)
@@ -336,6 +358,11 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
     per_token, metadata = policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages, old_log_probs, cliprange,
                                                response_mask=mask, divergence_threshold=divergence_threshold,
                                                divergence=divergence)
+    if is_correction != "none":  # the sampler is not π_old: reweight each token's surrogate (detached)
+        trainer_old = policy_log_probs.detach() if old_log_probs is None else old_log_probs
+        weights, kept, is_stats = importance_correction(trainer_old, sampler_log_probs, mask, is_correction, is_cap)
+        per_token = per_token * weights.to(per_token.dtype)
+        metadata = {**metadata, "is_weights": weights, "is_kept": kept, "is_stats": is_stats}
     if kl_coef:
         per_token = per_token + kl_coef * kl_k3(policy_log_probs, ref_log_probs)
     loss = aggregate(per_token, mask) / k

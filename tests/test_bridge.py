@@ -7,6 +7,7 @@ rlbook's pieces and with TRL's ``GRPOTrainer._compute_loss`` on the same float64
 loss type both sides implement, with and without the KL term.
 """
 
+import dataclasses
 import warnings
 
 import pytest
@@ -189,3 +190,74 @@ def test_trl_loss_checks_its_inputs():
     trainer.beta = 0.1
     with pytest.raises(ValueError, match="ref_log_probs"):
         bridge.trl_loss(trainer, ids, ids, ids[:, :3], ids[:, :3], torch.zeros(4))
+
+
+# ------------------------------ the sampler correction (train–inference mismatch) ------------------------------
+
+TRL_IS_MODES = ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+
+
+def _trl_is_ratio(trainer, old_log_probs, sampler_log_probs, completion_mask):
+    """TRL 1.16's importance-sampling weights, as ``GRPOTrainer._generate_and_score_completions`` computes
+    them from the trainer's ``vllm_importance_sampling_*`` settings (written out here, not rlbook's code)."""
+    diff = (old_log_probs - sampler_log_probs) * completion_mask
+    if trainer.vllm_importance_sampling_mode.startswith("sequence"):
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    low, high = trainer.vllm_importance_sampling_clip_min, trainer.vllm_importance_sampling_clip_max
+    if trainer.vllm_importance_sampling_mode.endswith("truncate"):
+        return torch.clamp(ratio, min=low, max=high)
+    low = -float("inf") if low is None else low
+    high = float("inf") if high is None else high
+    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+
+
+@pytest.mark.parametrize("mode", TRL_IS_MODES)
+def test_to_trl_config_maps_the_sampler_correction(mode):
+    args = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu", is_correction=mode, is_cap=2.5))
+    assert args.vllm_importance_sampling_correction is True and args.vllm_importance_sampling_mode == mode
+    assert args.vllm_importance_sampling_clip_max == 2.5
+    assert args.vllm_importance_sampling_clip_min == (1 / 2.5 if mode.endswith("mask") else None)
+    off = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu"))
+    assert off.vllm_importance_sampling_correction is False  # TRL's default (True) would correct
+
+
+@pytest.mark.parametrize("mode", ["geometric_truncate", "geometric_mask"])
+def test_to_trl_config_refuses_the_geometric_mean_corrections_by_name(mode):
+    with pytest.raises(ValueError, match=f"is_correction='{mode}'.*product"):
+        bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu", is_correction=mode))
+
+
+@pytest.mark.parametrize("mode", TRL_IS_MODES)
+def test_rlbook_corrected_loss_equals_trl_loss_and_gradient(mode, tmp_path):
+    config = small_config(kl_coef=0.04, advantage_std="sample", is_correction=mode, is_cap=1.5)
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu").double()
+    trainer = bridge.build_trl_trainer(policy, TOK, TASK, config, output_dir=str(tmp_path))
+    model = trainer.model
+    batch = make_batch(model, config)
+    gen = torch.Generator().manual_seed(3)
+    noise = 0.4 * torch.randn(batch["old_log_probs"].shape, generator=gen, dtype=torch.float64)
+    sampler = torch.where(batch["completion_mask"], (batch["old_log_probs"] + noise).clamp(max=0.0), torch.zeros_like(noise))
+    mask = batch["completion_mask"].double()
+    ratio = _trl_is_ratio(trainer, batch["old_log_probs"], sampler, mask)
+    weights = ratio.expand_as(mask)[batch["completion_mask"]]
+    assert ((weights != 1) & (weights != 0)).any() and (weights != weights[0]).any()  # the weights act
+    if mode.endswith("mask"):
+        assert (weights == 0).any() or mode.startswith("sequence")
+
+    model.zero_grad(set_to_none=True)
+    loss_trl = bridge.trl_loss(trainer, **batch, importance_sampling_ratio=ratio)
+    loss_trl.backward()
+    grads_trl = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    loss_rl = bridge.rlbook_grpo_loss(model, **batch, config=config, sampler_log_probs=sampler)
+    grads_rl = [p.grad.clone() for p in model.parameters()]
+    assert trainer.use_vllm is False  # restored after the call
+
+    assert abs(loss_rl.item() - loss_trl.item()) < 1e-6
+    worst = max((a - b).abs().max().item() for a, b in zip(grads_rl, grads_trl))
+    scale = max(a.abs().max().item() for a in grads_trl)
+    assert scale > 1e-3 and worst < 1e-6, (worst, scale)
+    model.zero_grad(set_to_none=True)  # teeth: the uncorrected loss differs
+    uncorrected = bridge.rlbook_grpo_loss(model, **batch, config=dataclasses.replace(config, is_correction="none"))
+    assert abs(uncorrected.item() - loss_trl.item()) > 1e-4

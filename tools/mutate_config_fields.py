@@ -42,6 +42,7 @@ TV = "tests/test_grpo_variants.py"
 TU = "tests/test_train_updates.py"
 TPT = "tests/test_ppo_trpo_train.py"
 TRM = "tests/test_grpo_reward_model.py"
+TIC = "tests/test_is_corrections.py"
 
 # the broad selection of each config (--broad)
 grpo = [F, "-k", "grpo or dppo"]
@@ -145,6 +146,16 @@ MUTATIONS = [
      "    if False:\n        from", grpo + [TRM]),
     ("g60", "GRPO", "reward_source", "mis-wire (evaluation on the proxy)", G,
      "eval_problems, task, config)\n        reset", "eval_problems, train_task, config)\n        reset", grpo + [TRM]),
+    ("g61", "GRPO", "is_correction", "ignore", G, "is_correction=config.is_correction, is_cap",
+     'is_correction="none", is_cap', grpo + [TIC]),
+    ("g62", "GRPO", "is_cap", "ignore", G, "is_cap=config.is_cap)", "is_cap=2.0)", grpo + [TIC]),
+    ("g63", "GRPO", "is_correction", "mis-wire (π_old as the sampler)", G,
+     "sampler_log_probs = batch.sampler_log_probs.to(device) if correcting",
+     "sampler_log_probs = batch.log_probs.to(device) if correcting", grpo + [TIC]),
+    ("g64", "GRPO", "is_correction", "mis-wire (the sampler's log-probs as π_old)", R,
+     "    if sampler is not None:  # the trainer scores", "    if False:  # the trainer scores", grpo + [TIC]),
+    ("g65", "GRPO", "is_cap", "invert (C < 1 accepted)", C, 'check_in_range("is_cap", self.is_cap, 1.0,',
+     'check_in_range("is_cap", self.is_cap, 0.0,', grpo + [TIC]),
     # ---------------------------------------------------------------- PPOConfig
     ("p01", "PPO", "gamma/gae_lambda", "swap", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, cfg.gae_lambda, cfg.gamma)", ppo),
     ("p02", "PPO", "gamma", "ignore", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, 0.98, cfg.gae_lambda)", ppo),
@@ -293,7 +304,8 @@ TARGETS = {
     "g39": [TV, "-k", "zero_variance"], "g40": k("retire_pass_rate_is_a_strict"), "g41": k("retire_pass_rate"),
     "g42": [TV, "-k", "prorl"], "g43": k("fp32_lm_head_is_applied"), "g44": k("max_completions_stops"),
     "g45": k("max_grad_norm_clips"), "g46": k("ppo_critic_gae"), "g47": k("log_ref_kl"), "g48": k("eval_every"),
-    "g49": k("eval_every"), "g59": [TRM, "-k", "reward_source"], "g60": [TRM, "-k", "reward_source"], "g57": k("first_round_that_fills"), "g58": k("log_ref_kl"), "p31": k("train_ppo_gae"), "g50": k("seed_seeds"), "g51": k("every_trainer and grpo"),
+    "g49": k("eval_every"), "g59": [TRM, "-k", "reward_source"], "g60": [TRM, "-k", "reward_source"],
+    **{f"g{i}": [TIC, "-k", "tis_weighted_loss"] for i in (61, 62, 63, 64)}, "g65": [TIC, "-k", "config_validates"], "g57": k("first_round_that_fills"), "g58": k("log_ref_kl"), "p31": k("train_ppo_gae"), "g50": k("seed_seeds"), "g51": k("every_trainer and grpo"),
     **{f"g{i}": k("recipes_are_the_published") for i in range(52, 57)},
     **{f"p{i:02d}": k("train_ppo_gae") for i in (1, 2, 3, 7, 9, 10, 11, 12, 13, 21, 22, 27, 28, 29)},
     **{f"p{i:02d}": k("ppo_minibatch_step_with_an_asymmetric") for i in (4, 5, 6, 8)},

@@ -38,6 +38,11 @@ which groups       ``dynamic_sampling`` + ``max_sampling_rounds`` (DAPO), ``zero
                    ``retire_pass_rate`` (ScaleRL) — see :mod:`rlbook.algos.grpo_rollouts`
 updates per batch  ``num_inner_epochs`` μ × ``num_minibatches`` M optimiser steps per generation
 precision          ``fp32_lm_head`` (MiniMax/ScaleRL: the LM head in float32 for bf16 weights)
+sampler mismatch   ``is_correction`` = "none" | "token_truncate" (TIS) | "token_mask" (MIS, IcePop) |
+                   "sequence_truncate" | "sequence_mask" (TRL's names) | "geometric_truncate" |
+                   "geometric_mask", cap ``is_cap`` C: reweight each token by π_old/π_s when a
+                   sampler that is not the policy drew the tokens (``train_grpo(..., sampler=)``,
+                   :func:`rlbook.importance_correction`)
 budget             ``max_completions``: stop once this many completions were generated
 =================  ===========================================================================
 
@@ -195,7 +200,7 @@ def _advantages(config, batch, adv_fn, minibatches, critic, prompt_ids, prompt_m
 
 
 def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig, generator, forbidden_ids,
-              critic=None, critic_optimizer=None, retired: set | None = None) -> dict:
+              critic=None, critic_optimizer=None, retired: set | None = None, sampler=None) -> dict:
     """One GRPO step: sample with π_old, score, advantages, μ·M clipped-surrogate updates.
 
     Source: book eq. (grpo); Shao et al. 2024, arXiv:2402.03300, Algorithm 1 (one outer iteration).
@@ -209,6 +214,8 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
         forbidden_ids: token ids the sampler never emits (``rl.lm.forbidden_token_ids``).
         critic, critic_optimizer: the value model and its optimiser (``advantage_estimator="gae"``).
         retired: prompts excluded from the pool (``retire_pass_rate``); updated in place.
+        sampler: None (the policy samples) or a sampler that is not the policy
+            (:func:`rlbook.algos.grpo_rollouts.sample_groups`).
     Returns:
         dict metric name -> 0-d tensor (the metrics listed in the module docstring).
     Raises:
@@ -220,14 +227,16 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
     if config.advantage_estimator == "gae" and (critic is None or critic_optimizer is None):
         raise ValueError("`critic` and `critic_optimizer` are required with advantage_estimator='gae' (PPO)")
     # 1. sample G completions per prompt with π_old; DAPO / ScaleRL sampling rules pick the groups
-    batch = collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, retired)
+    batch = collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, retired, sampler=sampler)
     metrics = _sampling_metrics(batch, config)
     if batch.num_groups == 0:  # no group with mixed rewards within the sampling cap: no update
         return metrics
     mask = batch.completion_mask.to(device)  # (B, T)
     loss_mask = mask & ~batch.truncated.to(device)[:, None] if config.overlong_filter else mask  # DAPO
     prompt_ids, prompt_mask = batch.prompt_ids.to(device), batch.prompt_mask.to(device)
-    completion_ids, old_log_probs = batch.completion_ids.to(device), batch.log_probs  # log π_old from the sampler
+    completion_ids, old_log_probs = batch.completion_ids.to(device), batch.log_probs  # log π_old (the trainer's)
+    correcting = config.is_correction != "none"
+    sampler_log_probs = batch.sampler_log_probs.to(device) if correcting else None  # log π_s (the sampler's)
     scoring = dict(temperature=config.temperature, forbidden_ids=forbidden_ids)
     ref_log_probs = None
     if ref_policy is not None:
@@ -252,7 +261,9 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
             loss, meta = grpo_microbatch_train_step(
                 log_probs, loss_mask[rows], 1, loss_type, advantages=advantages[rows], old_log_probs=old_log_probs[rows],
                 cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref, kl_coef=config.kl_coef,
-                divergence_threshold=config.divergence_threshold, divergence=config.divergence)
+                divergence_threshold=config.divergence_threshold, divergence=config.divergence,
+                sampler_log_probs=None if sampler_log_probs is None else sampler_log_probs[rows],
+                is_correction=config.is_correction, is_cap=config.is_cap)
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
             optimizer.step()
             if epoch == config.num_inner_epochs - 1:
@@ -262,6 +273,18 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
                                                    returns, config)
     return {**metrics, **_update_metrics(last), "kl": torch.stack(kl).mean(), "entropy": torch.stack(entropy).mean(),
             "loss": loss.detach(), "grad_norm": grad_norm}
+
+
+def _correction_metrics(last: list) -> dict:
+    """The importance-sampling correction over the last pass's minibatches (tokens in the loss):
+    mean log π_old/π_s, mean weight, and the shares truncated and masked (token-weighted)."""
+    count = torch.stack([m.sum() for _, m in last]).sum().clamp(min=1)
+    out = {}
+    for name, key in (("is_log_ratio_mean", "log_ratio_mean"), ("is_weight_mean", "weight_mean"),
+                      ("is_truncated_fraction", "truncated_fraction"), ("is_masked_fraction", "masked_fraction")):
+        values = [meta["is_stats"][key].nan_to_num(0.0) * m.sum() for meta, m in last]
+        out[name] = torch.stack(values).sum() / count
+    return out
 
 
 def _sampling_metrics(batch, config) -> dict:
@@ -278,7 +301,11 @@ def _sampling_metrics(batch, config) -> dict:
         "completions_generated": torch.tensor(float(batch.stats["generated"])),
         "sampling_rounds": torch.tensor(float(batch.stats["rounds"])),
         "value_loss": nan, "kl": nan, "entropy": nan, "clip_fraction": nan, "ratio_std": nan, "loss": nan, "grad_norm": nan,
+        **({name: nan for name in _CORRECTION_METRICS} if config.is_correction != "none" else {}),
     }
+
+
+_CORRECTION_METRICS = ("is_log_ratio_mean", "is_weight_mean", "is_truncated_fraction", "is_masked_fraction")
 
 
 def _update_metrics(last: list) -> dict:
@@ -286,11 +313,12 @@ def _update_metrics(last: list) -> dict:
     clipped = torch.cat([(meta.get("clipped", meta.get("weight_clipped")) & m).flatten() for meta, m in last])
     ratio = torch.cat([meta["ratio"][m] for meta, m in last])
     count = torch.cat([m.flatten() for _, m in last]).sum().clamp(min=1)
-    return {"clip_fraction": clipped.sum() / count, "ratio_std": ratio.std() if ratio.numel() > 1 else torch.zeros(())}
+    out = {"clip_fraction": clipped.sum() / count, "ratio_std": ratio.std() if ratio.numel() > 1 else torch.zeros(())}
+    return {**out, **_correction_metrics(last)} if "is_stats" in last[0][0] else out
 
 
 def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progress: bool = True,
-               reward_model=None, callback=None) -> History:
+               reward_model=None, callback=None, sampler=None) -> History:
     """Train ``policy`` in place with GRPO (or any variant in ``GRPO_RECIPES``) on ``task``'s reward or a reward model's.
 
     J(θ) = E_q E_{o_1..G ∼ π_old} [ agg_{i,t} min(ρ_{i,t} Â_i, clip(ρ_{i,t}, 1−ε_low, 1+ε_high) Â_i)
@@ -332,15 +360,24 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
             updated model, ``metrics`` a dict metric name -> float of what was logged for that
             step (``history[name][step]`` for each name). Returning True stops training after
             that step (the final evaluation, if any, still runs); None or False goes on.
+        sampler: None (the policy samples its own completions: π_s = π_old, so every correction
+            weight is exactly 1 and ``is_correction`` changes nothing, bit for bit), or a sampler
+            that is not the policy, called like :func:`rlbook.lm.sample_completions` with the
+            policy as its first argument and returning the same fields; its ``log_probs`` are
+            π_s, and the trainer recomputes π_old on its tokens
+            (:func:`rlbook.algos.grpo_rollouts.sample_groups`). ``config.is_correction``
+            then reweights the loss by π_old/π_s.
     Returns:
         History: one entry per step for every metric listed in the module docstring;
         ``wall_seconds`` set; for PPO (``advantage_estimator="gae"``) the trained critic is
-        ``history.critic``.
+        ``history.critic``. With ``is_correction`` other than "none" also is_log_ratio_mean
+        (mean log π_old/π_s over the loss's tokens, last pass), is_weight_mean, is_truncated_fraction
+        and is_masked_fraction.
     Raises:
         ValueError: invalid config (e.g. group_size < 2), a tokenizer without an EOS id,
             ``reward_model`` missing with ``reward_source="reward_model"`` or given with
             ``reward_source="task"``, a ``callback`` that is not callable or returns anything
-            but None, False or True.
+            but None, False or True; a ``sampler`` that is not callable.
     """
     from rlbook.lm.tokenizer import forbidden_token_ids
 
@@ -354,6 +391,8 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
                          "reward_source='reward_model' to train against it, or leave reward_model=None")
     if callback is not None and not callable(callback):
         raise ValueError(f"`callback` must be None or callable(step, policy, metrics); got {type(callback).__name__}")
+    if sampler is not None and not callable(sampler):
+        raise ValueError(f"`sampler` must be None or callable like rl.lm.sample_completions; got {type(sampler).__name__}")
     train_task = task
     if config.reward_source == "reward_model":
         from rlbook.lm.preference_task import ProxyRewardTask
@@ -392,7 +431,7 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
             ref_policy.load_state_dict(policy.state_dict())
             optimizer = grpo_optimizer(policy, config)
         metrics = grpo_step(policy, ref_policy, optimizer, tokenizer, train_task, config, generator, forbidden,
-                            critic=critic, critic_optimizer=critic_optimizer, retired=retired)
+                            critic=critic, critic_optimizer=critic_optimizer, retired=retired, sampler=sampler)
         generated += int(metrics["completions_generated"])
         logged = {name: float(value) for name, value in metrics.items()}
         logged.update(ref_reset=float(reset), retired_prompts=float(len(retired)))

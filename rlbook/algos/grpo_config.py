@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rlbook import _checks
 from rlbook.advantages import group_relative_advantages, leave_one_out_advantages, magistral_advantages, maxrl_advantages
 from rlbook.aggregation import fixed_length_mean, prompt_mean, seq_mean_token_mean, token_mean
+from rlbook.is_corrections import IS_CORRECTION_MODES
 
 __all__ = ["GRPOConfig", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS", "GRPO_RECIPES",
            "REWARD_SOURCES"]
@@ -122,6 +123,19 @@ class GRPOConfig:
             (ProRL); None = never.
         fp32_lm_head: compute the LM head in float32 (:func:`rlbook.lm.fp32_lm_head`), for
             bf16/fp16 weights (MiniMax, ScaleRL); the policy is modified in place.
+        is_correction: the importance-sampling correction for tokens drawn by a sampler π_s that
+            is not the trainer's π_old (``train_grpo(..., sampler=)``), a mode of
+            ``rl.IS_CORRECTION_MODES`` (:func:`rlbook.importance_correction`): "none" (no
+            reweighting, the default), "token_truncate" (TIS, min(ρ_t, C); Yao et al. 2025,
+            fengyao.notion.site blog), "token_mask" (MIS: ρ_t kept inside [1/C, C], else 0;
+            IcePop, arXiv:2510.18855), "sequence_truncate" / "sequence_mask" (TRL's sequence
+            ratio Π_t ρ_t), "geometric_truncate" / "geometric_mask" (its geometric mean). With
+            the policy as its own sampler every weight is 1 and the run is unchanged.
+        is_cap: C ≥ 1 of the correction. Default 2, the default threshold of ms-swift's
+            ``rollout_importance_sampling_threshold`` (its TIS/MIS modes carry TRL's names): a
+            token may count at most twice, and the mask band is [0.5, 2]. TRL's own default is
+            C_max = 3 for its default, the sequence-level mask (a product of token ratios drifts
+            further from 1 than one token's ratio).
         max_completions: stop once this many completions were generated (all rounds counted);
             None = run ``num_steps`` steps. Compares methods at equal sampling budget.
         max_grad_norm: gradient-norm clip.
@@ -137,7 +151,8 @@ class GRPOConfig:
         device: None = ``rl.get_device()``.
     Raises:
         ValueError: a field out of range (named), e.g. τ ≤ 0, a sampling cap or a reset period < 1,
-            or a ``reward_source`` other than "task" / "reward_model".
+            or a ``reward_source`` other than "task" / "reward_model", an unknown ``is_correction``,
+            ``is_cap`` < 1.
     """
 
     group_size: int = 8
@@ -170,6 +185,8 @@ class GRPOConfig:
     retire_pass_rate: float | None = None
     ref_reset_every: int | None = None
     fp32_lm_head: bool = False
+    is_correction: str = "none"
+    is_cap: float = 2.0
     max_completions: int | None = None
     max_grad_norm: float = 1.0
     log_ref_kl: bool = True
@@ -233,6 +250,11 @@ class GRPOConfig:
             raise ValueError(f"`loss_aggregation` must be one of {sorted(LOSS_AGGREGATIONS)} or a callable; got {self.loss_aggregation!r}")
         if self.per_token_loss not in PER_TOKEN_LOSSES:
             raise ValueError(f"`per_token_loss` must be one of {sorted(PER_TOKEN_LOSSES)}; got {self.per_token_loss!r}")
+        if self.is_correction not in IS_CORRECTION_MODES:
+            raise ValueError(f"`is_correction` must be one of {list(IS_CORRECTION_MODES)}; got {self.is_correction!r}")
+        if isinstance(self.is_cap, bool) or not isinstance(self.is_cap, (int, float)):
+            raise ValueError(f"`is_cap` must be a number C ≥ 1; got {self.is_cap!r}")
+        _checks.check_in_range("is_cap", self.is_cap, 1.0, float("inf"), high_inclusive=False)
         if self.reward_source not in REWARD_SOURCES:
             raise ValueError(f"`reward_source` must be one of {list(REWARD_SOURCES)}; got {self.reward_source!r}")
         if self.divergence not in ("binary_tv", "binary_kl"):

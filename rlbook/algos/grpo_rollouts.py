@@ -18,6 +18,14 @@ config switches change *which groups* reach the loss, never the loss itself:
 
 The counts the book plots (completions generated per kept completion, sampling rounds, groups
 kept) come back with the batch.
+
+The sampler. By default the policy samples its own completions, so the log-probs it reports are the
+trainer's π_old and ``Rollouts.sampler_log_probs`` is the same tensor as ``Rollouts.log_probs``.
+A *sampler that is not the policy* (an inference engine, a rounded, tempered or stale copy) plugs
+in as ``train_grpo(..., sampler=fn)``: ``fn`` draws the completions and reports its own per-token
+log-probs (``sampler_log_probs``), and the trainer scores the same tokens with the policy
+(``log_probs`` = its π_old, one no-grad forward), so that ``GRPOConfig.is_correction`` can
+reweight the loss by π_old/π_s (:func:`rlbook.importance_correction`).
 """
 
 from __future__ import annotations
@@ -41,12 +49,14 @@ class Rollouts:
         problems: the N problems (``.prompt``, ``.answer``).
         prompt_ids, prompt_mask: (N, P) long / bool (left padding False), one row per prompt.
         completion_ids, completion_mask: (B, T) long / bool, B = N·G (True up to and including EOS).
-        log_probs: (B, T) float32 log π_old of the sampled tokens (0 where masked).
+        log_probs: (B, T) float32 log π_old of the sampled tokens by the trainer (0 where masked).
         texts: B decoded completions.
         rewards: (B,) float32 shaped reward; correct: (B,) float32 correctness (0/1).
         truncated: (B,) bool, the completion hit the token budget without an EOS.
         group_size: G.
         stats: counts of the sampling that produced the batch (see :func:`collect_rollouts`).
+        sampler_log_probs: (B, T) float32 log π_s of the sampled tokens as the sampler reported
+            them (0 where masked); the same tensor as ``log_probs`` when the policy sampled them.
     """
 
     problems: list
@@ -61,6 +71,11 @@ class Rollouts:
     truncated: torch.Tensor
     group_size: int
     stats: dict = field(default_factory=dict)
+    sampler_log_probs: torch.Tensor | None = None
+
+    def __post_init__(self):
+        if self.sampler_log_probs is None:  # the policy sampled: its log-probs are the sampler's
+            self.sampler_log_probs = self.log_probs
 
     @property
     def num_groups(self) -> int:
@@ -81,7 +96,8 @@ class Rollouts:
             self, problems=[self.problems[g] for g in groups.tolist()], prompt_ids=self.prompt_ids[groups],
             prompt_mask=self.prompt_mask[groups], completion_ids=self.completion_ids[rows],
             completion_mask=self.completion_mask[rows], log_probs=self.log_probs[rows], texts=[self.texts[i] for i in pick],
-            rewards=self.rewards[rows], correct=self.correct[rows], truncated=self.truncated[rows])
+            rewards=self.rewards[rows], correct=self.correct[rows], truncated=self.truncated[rows],
+            sampler_log_probs=None if self.sampler_log_probs is self.log_probs else self.sampler_log_probs[rows])
 
 
 def truncated_rows(completion_ids, completion_mask, eos_token_id: int, max_new_tokens: int | None = None) -> torch.Tensor:
@@ -188,19 +204,46 @@ def sample_kwargs(tokenizer, forbidden_ids, max_new_tokens, temperature) -> dict
     )
 
 
-def sample_groups(policy, tokenizer, task, problems, config, generator, forbidden_ids) -> Rollouts:
-    """Sample G = ``config.group_size`` completions for each problem with the current policy; score them."""
+def sample_groups(policy, tokenizer, task, problems, config, generator, forbidden_ids, sampler=None) -> Rollouts:
+    """Sample G = ``config.group_size`` completions for each problem and score them.
+
+    ``sampler`` None: the current policy samples (:func:`rlbook.lm.sample_completions`), and its
+    log-probs are both ``log_probs`` and ``sampler_log_probs``. Otherwise ``sampler`` is called
+    like :func:`rlbook.lm.sample_completions` (``sampler(policy, prompt_ids, prompt_mask,
+    num_samples=G, generator=..., max_new_tokens=..., eos_token_id=..., pad_token_id=...,
+    forbidden_ids=..., temperature=..., tokenizer=...)``) and must return the same fields
+    (``completion_ids``, ``completion_mask``, ``log_probs``, ``texts``, ``lengths``); its
+    ``log_probs`` become ``sampler_log_probs`` and the trainer's π_old is recomputed with
+    :func:`rlbook.lm.completion_log_probs` (no grad, at ``config.temperature``).
+
+    Raises:
+        ValueError: the sampler's ``log_probs`` do not have the shape of its ``completion_ids``.
+    """
+    from rlbook.lm.logprobs import completion_log_probs
     from rlbook.lm.tokenizer import encode_prompts
 
     G = config.group_size
     prompt_ids, prompt_mask = encode_prompts(tokenizer, [p.prompt for p in problems])
-    batch = sample_completions(policy, prompt_ids, prompt_mask, num_samples=G, generator=generator,
-                               **sample_kwargs(tokenizer, forbidden_ids, config.max_new_tokens, config.temperature))
+    draw = sample_completions if sampler is None else sampler
+    batch = draw(policy, prompt_ids, prompt_mask, num_samples=G, generator=generator,
+                 **sample_kwargs(tokenizer, forbidden_ids, config.max_new_tokens, config.temperature))
+    log_probs = sampler_log_probs = batch.log_probs
+    if sampler is not None:  # the trainer scores the sampler's tokens itself: π_old
+        if tuple(sampler_log_probs.shape) != tuple(batch.completion_ids.shape):
+            raise ValueError(f"`sampler` must return log_probs of shape {tuple(batch.completion_ids.shape)} (its "
+                             f"completion_ids); got {tuple(sampler_log_probs.shape)}")
+        device = next(policy.parameters()).device
+        with torch.no_grad():
+            log_probs = completion_log_probs(policy, prompt_ids.to(device), batch.completion_ids.to(device),
+                                             prompt_mask.to(device), completion_mask=batch.completion_mask.to(device),
+                                             temperature=config.temperature, forbidden_ids=forbidden_ids)
+        log_probs = log_probs.to(sampler_log_probs.device, sampler_log_probs.dtype)
     prompts = [p.prompt for p in problems for _ in range(G)]
     rewards, correct = _score(task, prompts, batch.texts, batch.lengths, config)
     truncated = truncated_rows(batch.completion_ids, batch.completion_mask, tokenizer.eos_token_id, config.max_new_tokens).cpu()
     return Rollouts(list(problems), prompt_ids, prompt_mask, batch.completion_ids, batch.completion_mask,
-                    batch.log_probs, batch.texts, rewards, correct, truncated, G)
+                    log_probs, batch.texts, rewards, correct, truncated, G,
+                    sampler_log_probs=None if sampler is None else sampler_log_probs)
 
 
 def _pad_right(x: torch.Tensor, width: int, value) -> torch.Tensor:
@@ -218,12 +261,15 @@ def _concat(parts: list, tokenizer) -> Rollouts:
     width = max(r.completion_ids.shape[1] for r in parts)
     pad = tokenizer.pad_token_id or 0
     cat = lambda name, value: torch.cat([_pad_right(getattr(r, name), width, value) for r in parts])  # noqa: E731
+    own = all(r.sampler_log_probs is r.log_probs for r in parts)  # the policy sampled every part
     return Rollouts(problems, prompt_ids, prompt_mask, cat("completion_ids", pad), cat("completion_mask", False),
                     cat("log_probs", 0.0), [t for r in parts for t in r.texts], torch.cat([r.rewards for r in parts]),
-                    torch.cat([r.correct for r in parts]), torch.cat([r.truncated for r in parts]), parts[0].group_size)
+                    torch.cat([r.correct for r in parts]), torch.cat([r.truncated for r in parts]), parts[0].group_size,
+                    sampler_log_probs=None if own else cat("sampler_log_probs", 0.0))
 
 
-def collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, retired: set | None = None) -> Rollouts:
+def collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, retired: set | None = None,
+                     sampler=None) -> Rollouts:
     """The batch one GRPO step trains on, after DAPO's / ScaleRL's sampling rules (module docstring).
 
     Round k draws ``prompts_per_step`` prompts (retired ones redrawn) and samples G completions
@@ -239,6 +285,7 @@ def collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, 
         forbidden_ids: token ids the sampler never emits.
         retired: prompts excluded from the pool; updated in place with the prompts whose group
             pass rate exceeds ``config.retire_pass_rate``.
+        sampler: None (the policy samples) or a sampler that is not the policy (:func:`sample_groups`).
     Returns:
         :class:`Rollouts`; ``stats`` holds ``sampled`` (a :class:`Rollouts` of everything
         sampled in the first round, for the step's reward and length metrics), ``generated``
@@ -249,7 +296,7 @@ def collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, 
     rounds = config.max_sampling_rounds if config.dynamic_sampling else 1
     for round_index in range(rounds):
         batch = sample_groups(policy, tokenizer, task, _draw_problems(task, N, generator, retired), config, generator,
-                              forbidden_ids)
+                              forbidden_ids, sampler=sampler)
         generated += batch.num_groups * G
         first = batch if first is None else first
         if retired is not None and config.retire_pass_rate is not None:
