@@ -49,6 +49,7 @@ _MODULES = [
     "dppo",
     "rewards",
     "is_corrections",
+    "mismatch",
     "steps",
     "algos.grpo",
     # --- Part V (preferences: Bradley–Terry, the KL-regularised optimum, best-of-N, DPO) ---
