@@ -59,10 +59,10 @@ CACHE = ROOT / "runs" / "mutate_library"
 MODULES = [f"rlbook/{m}.py" for m in (
     "returns", "policy_gradient", "advantages", "importance", "losses", "kl", "trpo", "aggregation",
     "diagnostics", "values", "sequence_losses", "dppo", "rewards", "evaluation", "stats",
-    "compute_curves", "steps")] + [
-    f"rlbook/algos/{m}.py" for m in ("grpo", "grpo_config", "grpo_rollouts", "ppo", "reinforce", "trpo")] + [
+    "compute_curves", "steps", "preferences", "kl_regularised", "is_corrections", "entropy_control")] + [
+    f"rlbook/algos/{m}.py" for m in ("grpo", "grpo_config", "grpo_rollouts", "ppo", "reinforce", "trpo", "dpo")] + [
     f"rlbook/lm/{m}.py" for m in ("checkpoint", "critic", "gpt2_fast", "logprobs", "model", "sampling", "sft",
-                                  "standard", "task", "tokenizer")]
+                                  "standard", "task", "tokenizer", "dpo", "reward_model", "preference_task")]
 
 # test files never used for the selection: machinery, browsers, the book's text
 SKIP_TESTS = {"test_assignments.py", "test_grading.py", "test_packaging.py", "test_site.py", "test_explore.py",
