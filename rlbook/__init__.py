@@ -50,6 +50,7 @@ _MODULES = [
     "rewards",
     "is_corrections",
     "mismatch",
+    "entropy_control",
     "steps",
     "algos.grpo",
     # --- Part V (preferences: Bradley–Terry, the KL-regularised optimum, best-of-N, DPO) ---
