@@ -352,7 +352,7 @@ rl.claim("more than the chosen", (start_r - end_r) / (start_c - end_c), low=1.2)
 # | `sigmoid` (DPO) | $-\log\sigma(\beta\,h_{\log})$, $h_{\log} = \log\frac{\pi_\theta(y_w)}{\pi_{\text{ref}}(y_w)} - \log\frac{\pi_\theta(y_l)}{\pi_{\text{ref}}(y_l)}$ | yes | Rafailov et al. 2023, eq. 7 |
 # | `ipo` | $\bigl(\bar h_{\log} - \tfrac{1}{2\tau}\bigr)^2$, per-token averages of the log-ratios | yes | Azar et al. 2023, arXiv:2310.12036, eq. 17 |
 # | `simpo` | $-\log\sigma\bigl(\tfrac{\beta}{\lvert y_w\rvert}\log\pi_\theta(y_w) - \tfrac{\beta}{\lvert y_l\rvert}\log\pi_\theta(y_l) - \gamma\bigr)$ | no | Meng, Xia & Chen 2024, arXiv:2405.14734, eq. 6 |
-# | `orpo` | $-\tfrac{1}{\lvert y_w\rvert}\log\pi_\theta(y_w) - \lambda\log\sigma\bigl(\log\tfrac{\text{odds}_\theta(y_w)}{\text{odds}_\theta(y_l)}\bigr)$, odds $= \tfrac{p}{1-p}$ of the per-token mean probability $p$ | no | Hong, Lee & Thorne 2024, arXiv:2403.07691, eq. 6 |
+# | `orpo` | $-\tfrac{1}{\lvert y_w\rvert}\log\pi_\theta(y_w) - \lambda\log\sigma\bigl(\log\tfrac{\text{odds}_\theta(y_w)}{\text{odds}_\theta(y_l)}\bigr)$, odds $= \tfrac{p}{1-p}$ of the per-token mean probability $p$ | no | Hong, Lee & Thorne 2024, arXiv:2403.07691, eqs. 4–7 |
 #
 # IPO replaces the logistic loss by a squared one, so a pair that is already ranked right by the target
 # margin is pushed *back*: the minimiser is finite (§13.3). SimPO drops the reference model and divides
