@@ -107,6 +107,10 @@ def test_chapter_text(path):
         text = _text_of(cell)
         problems += [f"cell {i}: internal material named: {m.group(0)!r}" for m in INTERNAL.finditer(text)]
         problems += [f"cell {i}: leftover {m.group(0)}" for m in TODO.finditer(cell.source)]
+        # a control character is a TeX command eaten by a Python string ("\\alpha" written as "\alpha" is BEL + "lpha"):
+        # MathJax fails on it in the printed book
+        problems += [f"cell {i}: control character {ch!r} in {cell.source[max(0, k - 20):k + 20]!r}"
+                     for k, ch in enumerate(cell.source) if ord(ch) < 32 and ch not in "\n"]
         if cell.cell_type == "markdown":
             problems += [f"cell {i}: reference to a missing chapter/section: {r!r}" for r in _bad_refs(cell.source, sections)]
     assert not problems, "\n".join(problems)

@@ -977,7 +977,7 @@ rl.report_headline(f"Preferences: π* = π_ref·exp(r/β)/Z exact to 1e-9 on {PR
 #   model's own score: the first sign of over-optimisation.
 # * Over ten seeds, best-of-$N$ and GRPO against a reward model trained on 300 comparisons reproduce
 #   over-optimisation: the proxy keeps rising while the gold reward falls below the supervised model's.
-#   Best-of-$N$'s gold reward first rises and peaks (Gao et al.'s $d(lpha - eta d)$ fits it); GRPO's early
+#   Best-of-$N$'s gold reward first rises and peaks (Gao et al.'s $d(\alpha - \beta d)$ fits it); GRPO's early
 #   rise is too small to detect at this scale.
 #
 # ## Exercises
