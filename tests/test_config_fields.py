@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import torch
 
+import lm_helpers
 import rlbook as rl
 from rlbook import reference as ref
 from rlbook.algos import grpo as grpo_module
@@ -34,7 +35,7 @@ from rlbook.lm.critic import build_critic, critic_values
 from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.model import build_policy, policy_config
 from rlbook.lm.task import AdditionTask
-from rlbook.lm.tokenizer import build_char_tokenizer, encode_prompts, forbidden_token_ids
+from rlbook.lm.tokenizer import build_char_tokenizer, forbidden_token_ids
 
 DT = torch.float64
 TOK = build_char_tokenizer()
@@ -99,15 +100,7 @@ class SnapshotSGD(torch.optim.SGD):
 
 def encode_seen(seen):
     """The recorded (prompt, completion) texts re-encoded: prompt ids and mask, completion ids and mask."""
-    ids = [TOK(o, add_special_tokens=False).input_ids for _, o in seen]
-    T = max(len(i) for i in ids)
-    completion_ids = torch.full((len(ids), T), TOK.eos_token_id, dtype=torch.long)
-    mask = torch.zeros(len(ids), T, dtype=torch.bool)
-    for row, i in enumerate(ids):
-        completion_ids[row, : len(i)] = torch.tensor(i)
-        mask[row, : len(i)] = True
-    prompt_ids, prompt_mask = encode_prompts(TOK, [p for p, _ in seen])
-    return prompt_ids, prompt_mask, completion_ids, mask
+    return lm_helpers.encode_seen(TOK, seen)
 
 
 def rescore(policy, seen, temperature=1.0):

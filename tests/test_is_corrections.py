@@ -18,13 +18,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lm_helpers
 import rlbook as rl
 from rlbook.algos.grpo import GRPOConfig, grpo_step
 from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.model import build_policy, policy_config
 from rlbook.lm.sampling import sample_completions
 from rlbook.lm.task import AdditionTask
-from rlbook.lm.tokenizer import build_char_tokenizer, encode_prompts, forbidden_token_ids
+from rlbook.lm.tokenizer import build_char_tokenizer, forbidden_token_ids
 
 MODES = rl.IS_CORRECTION_MODES
 TOK = build_char_tokenizer()
@@ -335,14 +336,7 @@ def test_a_sampler_that_is_not_the_policy_is_logged_and_corrected():
 
 def _rescore(policy, seen):
     """Log π (B, T) of the recorded completions, re-encoded from their text, one prompt per row."""
-    ids = [TOK(o, add_special_tokens=False).input_ids for _, o in seen]
-    T = max(len(i) for i in ids)
-    completion_ids = torch.full((len(ids), T), TOK.eos_token_id, dtype=torch.long)
-    mask = torch.zeros(len(ids), T, dtype=torch.bool)
-    for row, i in enumerate(ids):
-        completion_ids[row, : len(i)] = torch.tensor(i)
-        mask[row, : len(i)] = True
-    prompt_ids, prompt_mask = encode_prompts(TOK, [p for p, _ in seen])
+    prompt_ids, prompt_mask, completion_ids, mask = lm_helpers.encode_seen(TOK, seen)
     return completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask, forbidden_ids=FORBIDDEN,
                                 completion_mask=mask), mask
 

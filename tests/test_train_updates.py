@@ -14,13 +14,14 @@ import copy
 import pytest
 import torch
 
+import lm_helpers
 import rlbook as rl
 from rlbook.algos.grpo import GRPOConfig, grpo_step
 from rlbook.algos.ppo import PPOConfig, ppo_minibatch_step, ppo_update
 from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.model import build_policy, policy_config
 from rlbook.lm.task import AdditionTask
-from rlbook.lm.tokenizer import build_char_tokenizer, encode_prompts, forbidden_token_ids
+from rlbook.lm.tokenizer import build_char_tokenizer, forbidden_token_ids
 from rlbook.nets import ActorCritic
 
 DT = torch.float64
@@ -337,17 +338,9 @@ def _perturbed_copy(policy, scale=0.05, seed=1):
 
 def _rescore(policy, seen):
     """Log π (B, T) of the recorded completions, re-encoded from their text, one prompt per row."""
-    ids = [TOK(o, add_special_tokens=False).input_ids for _, o in seen]
-    T = max(len(i) for i in ids)
-    completion_ids = torch.full((len(ids), T), TOK.eos_token_id, dtype=torch.long)
-    mask = torch.zeros(len(ids), T, dtype=torch.bool)
-    for row, i in enumerate(ids):
-        completion_ids[row, : len(i)] = torch.tensor(i)
-        mask[row, : len(i)] = True
-    prompt_ids, prompt_mask = encode_prompts(TOK, [p for p, _ in seen])
-    lp = completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask, forbidden_ids=FORBIDDEN,
-                              completion_mask=mask)
-    return lp, mask
+    prompt_ids, prompt_mask, completion_ids, mask = lm_helpers.encode_seen(TOK, seen)
+    return completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask, forbidden_ids=FORBIDDEN,
+                                completion_mask=mask), mask
 
 
 def _group_advantages_by_hand(rewards, G):

@@ -580,7 +580,7 @@ def _preimport(test_files: list[str]):
                 importlib.import_module(name)
             except BaseException:  # noqa: BLE001
                 pass
-        mine = ("rlbook", "test_", "conftest", "__main__", "tests")
+        mine = ("rlbook", "test_", "conftest", "lm_helpers", "__main__", "tests")
         names = sorted(m for m in sys.modules if not m.startswith(mine))
         os.write(write, json.dumps(names).encode())
         os._exit(0)
@@ -598,7 +598,7 @@ def _preimport(test_files: list[str]):
                 importlib.import_module(name)
             except BaseException:  # noqa: BLE001
                 pass
-    for name in [m for m in sys.modules if m.startswith(("rlbook", "test_", "conftest"))]:
+    for name in [m for m in sys.modules if m.startswith(("rlbook", "test_", "conftest", "lm_helpers"))]:
         del sys.modules[name]
 
 
