@@ -168,6 +168,12 @@ _NO_TRL_FIELD = {
     "ref_reset_every": "TRL's sync_ref_model mixes π_ref toward π_θ and keeps the optimiser state (not ProRL's hard reset)",
     "fp32_lm_head": "TRL has no float32-head switch for a float32 model (it is a no-op there anyway)",
     "max_completions": "TRL counts optimiser steps, not generated completions",
+    "sampler_temperature": ("TRL applies one temperature both where it samples and where it scores (its "
+                            "`temperature`); a sampler temperature the trainer does not apply is not expressible"),
+    "sampler_precision": ("TRL's sampler runs at the model's own dtype (vLLM's dtype is not a GRPOConfig field); "
+                          "rounding only the sampler is not mapped"),
+    "sampler_lag": ("TRL samples with the current weights (its asynchronous GRPO trainer is a separate class, "
+                    "not mapped)"),
     "reward_source": ("the bridge scores with the task's reward functions; a learned reward model is not mapped "
                       "(TRL's reward_funcs would take it as a sequence-classification model)"),
 }
@@ -199,7 +205,9 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
     ``kl_coef`` → ``beta`` with ``use_bias_correction_kl=False`` (rlbook's k3 penalty is not
     multiplied by the ratio); the per-token loss and aggregation → ``loss_type``;
     ``advantage_estimator`` → ``scale_rewards``; ``temperature``; ``max_new_tokens`` →
-    ``max_completion_length``; ``max_grad_norm``; ``format_coef`` → ``reward_weights = [1,
+    ``max_completion_length``; ``sampler_top_p`` → ``top_p`` and ``sampler_top_k`` → ``top_k``
+    (None → 0, TRL's "off"): TRL truncates where it samples and scores the full distribution, as
+    rlbook's sampler switches do; ``max_grad_norm``; ``format_coef`` → ``reward_weights = [1,
     format_coef]`` (pass the correctness and the format reward, in that order, as
     ``reward_funcs``); ``seed``; ``device`` "cpu" → ``use_cpu``. Dropout is disabled and bf16 off
     (rlbook trains in float32); TRL's GSPO switch ``importance_sampling_level`` stays "token"
@@ -225,7 +233,8 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
             ``per_token_loss='cispo'`` with ``clip_eps_low < 1``; a callable aggregation;
             ``overlong_cache_length > 0``; the GSPO and DPPO losses; any Part IV switch left off its
             default: minibatches, overlong filtering, dynamic sampling, zero-variance filtering,
-            prompt retirement, reference resets, the FP32 head, a completion budget, a reward model as the reward;
+            prompt retirement, reference resets, the FP32 head, a completion budget, a reward model as the reward,
+            a sampler temperature, precision or lag;
             ``is_correction`` "geometric_truncate" / "geometric_mask", whose geometric-mean ratio TRL
             does not have).
         ImportError: TRL is not installed (the message says how to install it).
@@ -261,6 +270,8 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
         mask_truncated_completions=False,
         vllm_importance_sampling_correction=config.is_correction != "none",
         temperature=config.temperature,
+        top_p=config.sampler_top_p,
+        top_k=0 if config.sampler_top_k is None else config.sampler_top_k,
         max_completion_length=config.max_new_tokens,
         seed=config.seed,
         use_cpu=cpu,

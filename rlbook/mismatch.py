@@ -21,6 +21,9 @@ al. 2019, arXiv:1904.09751 (top-p); TRL's ``vllm_importance_sampling_mode`` (tok
 
 from __future__ import annotations
 
+import collections
+import copy
+import functools
 import math
 import numbers
 
@@ -30,7 +33,7 @@ from rlbook import _checks
 from rlbook.is_corrections import importance_correction
 from rlbook.kl import categorical_kl
 
-__all__ = ["SAMPLER_PRECISIONS", "sampler_log_probs", "log_ratio_stats", "mismatch_kls", "GRADIENT_CORRECTIONS",
+__all__ = ["SAMPLER_PRECISIONS", "MismatchedSampler", "sampler_log_probs", "log_ratio_stats", "mismatch_kls", "GRADIENT_CORRECTIONS",
            "off_policy_gradient_moments"]
 
 # the precisions a sampler may round its logits to (names as engines and configs spell them)
@@ -41,14 +44,14 @@ SAMPLER_PRECISIONS = {"fp32": torch.float32, "float32": torch.float32, "bf16": t
 GRADIENT_CORRECTIONS = ("none", "is", "tis", "mis")
 
 
-def _precision(dtype) -> torch.dtype | None:
+def _precision(dtype, name: str = "dtype") -> torch.dtype | None:
     if dtype is None:
         return None
     if isinstance(dtype, torch.dtype) and dtype in SAMPLER_PRECISIONS.values():
         return dtype
     if isinstance(dtype, str) and dtype.lower() in SAMPLER_PRECISIONS:
         return SAMPLER_PRECISIONS[dtype.lower()]
-    raise ValueError(f"`dtype` must be None or one of {', '.join(SAMPLER_PRECISIONS)} (or the torch dtype); got {dtype!r}")
+    raise ValueError(f"`{name}` must be None or one of {', '.join(SAMPLER_PRECISIONS)} (or the torch dtype); got {dtype!r}")
 
 
 def _check_logits(logits) -> torch.Tensor:
@@ -364,3 +367,105 @@ def off_policy_gradient_moments(trainer_probs, sampler_probs, advantages, correc
     variance = torch.diagonal(cov).sum().clamp(min=0.0)
     return {"target": target, "mean": mean, "bias": bias, "covariance": cov, "bias_norm": bias.norm(),
             "variance": variance, "mse": bias.pow(2).sum() + variance, "changed": (mu * changed).sum(), "weights": w}
+
+
+class MismatchedSampler:
+    """A sampler that is not the policy: a copy of it, possibly stale, rounded, tempered or truncated.
+
+    What an inference engine does to the trainer's policy π_θ, one switch per source:
+
+        weights  θ_s = round_precision(θ_{t−k})          ``lag`` k: the weights of k updates ago;
+                                                           ``precision``: each weight rounded
+        logits   z̃ = round_precision(z(θ_s))
+        μ        = softmax(z̃ / T_s) truncated to top-k / top-p and renormalised (:func:`sampler_log_probs`)
+
+    and the tokens are drawn from μ; the log μ of each drawn token is what the sampler reports
+    (``Completions.log_probs``), the trainer scoring the same tokens with its own π (GRPO's
+    :func:`rlbook.algos.grpo_rollouts.sample_groups`). Rounding the weights and the logits, with
+    fp32 arithmetic in between, models the two ends of a low-precision forward pass; the rounding
+    inside the network that the fp16 paper measures is smaller at this model's size. With every
+    switch at its default the sampler draws from exactly the policy's distribution.
+
+    The lag counts weight versions: each call compares the policy's weights with the last version it
+    saw and keeps a new version when they changed, so in :func:`rlbook.train_grpo` one version is one
+    step (μ·M optimiser steps; μ = M = 1 by default: one optimiser step). Until k updates have
+    happened it samples with the oldest version it has (the starting weights), as an asynchronous
+    pipeline does at start-up.
+
+    Source: Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL training"
+    (fengyao.notion.site/off-policy-rl; precision and kernels); Qi et al. 2025, arXiv:2510.26788
+    (bf16 vs fp16); Holtzman et al. 2019, arXiv:1904.09751 (top-p); Piché et al. 2025 (PipelineRL),
+    arXiv:2509.19128, and Fu et al. 2025 (AReaL), arXiv:2505.24298 (stale rollouts from an
+    asynchronous sampler).
+
+    Args:
+        temperature: T_s > 0 of the sampler, or None: the trainer's τ (``GRPOConfig.temperature``,
+            passed to each call), so that temperature is not a source of mismatch.
+        top_p: p ∈ (0, 1] of the sampler's nucleus; 1 keeps every token.
+        top_k: None, or k ≥ 1 most probable tokens kept.
+        precision: None (no rounding) or "fp32" / "bf16" / "fp16": the sampler's weights and logits
+            rounded to that format.
+        lag: k ≥ 0 weight versions of staleness.
+    Call:
+        like :func:`rlbook.lm.sample_completions` (``sampler(policy, prompt_ids, prompt_mask, *,
+        num_samples, generator, temperature, ...)``), returning its :class:`rlbook.lm.Completions`
+        with ``log_probs`` = log μ of the drawn tokens ((B, T) float32, 0 after EOS).
+    Raises:
+        ValueError: ``temperature`` ≤ 0, ``top_p`` outside (0, 1], ``top_k`` < 1, an unknown
+        ``precision``, ``lag`` not an integer ≥ 0.
+    Example:
+        >>> s = MismatchedSampler(temperature=1.3, lag=2)
+        >>> s.is_policy
+        False
+        >>> MismatchedSampler().is_policy
+        True
+    """
+
+    def __init__(self, temperature: float | None = None, top_p: float = 1.0, top_k: int | None = None,
+                 precision=None, lag: int = 0):
+        self.temperature = None if temperature is None else _check_temperature(temperature)
+        self.top_p, self.top_k = _check_top_p(top_p), _check_top_k(top_k)
+        self.precision = _precision(precision, "precision")
+        if isinstance(lag, bool) or not isinstance(lag, numbers.Integral) or lag < 0:
+            raise ValueError(f"`lag` must be an integer ≥ 0 (weight versions of staleness); got {lag!r}")
+        self.lag = int(lag)
+        self._versions: collections.deque = collections.deque(maxlen=self.lag + 1)
+        self._model = None
+
+    @property
+    def is_policy(self) -> bool:
+        """True when every switch is at its default: the sampler's distribution is the policy's."""
+        return (self.temperature is None and self.top_p == 1.0 and self.top_k is None and self.lag == 0
+                and self.precision in (None, torch.float32))
+
+    def __repr__(self) -> str:
+        return (f"MismatchedSampler(temperature={self.temperature}, top_p={self.top_p}, top_k={self.top_k}, "
+                f"precision={self.precision}, lag={self.lag})")
+
+    def _observe(self, policy) -> dict:
+        """Keep the policy's weights as a new version if they changed; return the version to sample with."""
+        current = policy.state_dict()
+        last = self._versions[-1] if self._versions else None
+        if last is None or any(not torch.equal(last[name], value) for name, value in current.items()):
+            self._versions.append({name: value.detach().clone() for name, value in current.items()})
+        return self._versions[0]  # k versions back once k updates have happened; the oldest before
+
+    def _sampler_model(self, policy, weights: dict):
+        if self._model is None:
+            self._model = copy.deepcopy(policy).requires_grad_(False).eval()
+        self._model.load_state_dict(weights)
+        if self.precision is not None:
+            with torch.no_grad():
+                for tensor in self._model.parameters():
+                    if tensor.is_floating_point():
+                        tensor.copy_(tensor.to(self.precision).to(tensor.dtype))
+        return self._model
+
+    def __call__(self, policy, prompt_ids, prompt_mask=None, *, temperature: float = 1.0, **kwargs):
+        from rlbook.lm.sampling import sample_completions
+
+        model = self._sampler_model(policy, self._observe(policy))
+        tempered = _check_temperature(temperature) if self.temperature is None else self.temperature
+        process = functools.partial(sampler_log_probs, temperature=tempered, top_p=self.top_p, top_k=self.top_k,
+                                    dtype=self.precision)
+        return sample_completions(model, prompt_ids, prompt_mask, temperature=1.0, logits_processor=process, **kwargs)

@@ -164,7 +164,8 @@ def test_to_trl_config_names_every_setting_trl_cannot_express():
 @pytest.mark.parametrize("field, value", [("num_minibatches", 2), ("overlong_filter", True), ("dynamic_sampling", True),
                                           ("zero_variance_filter", True), ("retire_pass_rate", 0.9),
                                           ("ref_reset_every", 5), ("fp32_lm_head", True), ("max_completions", 64),
-                                          ("reward_source", "reward_model")])
+                                          ("reward_source", "reward_model"), ("sampler_temperature", 0.7),
+                                          ("sampler_precision", "bf16"), ("sampler_lag", 2)])
 def test_to_trl_config_refuses_each_unmapped_part_iv_setting(field, value):
     base = dict(advantage_std="sample", device="cpu")
     bridge.to_trl_config(rl.GRPOConfig(**base))  # mappable without the setting
@@ -220,6 +221,20 @@ def test_to_trl_config_maps_the_sampler_correction(mode):
     assert args.vllm_importance_sampling_clip_min == (1 / 2.5 if mode.endswith("mask") else None)
     off = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu"))
     assert off.vllm_importance_sampling_correction is False  # TRL's default (True) would correct
+
+
+def test_to_trl_config_maps_the_samplers_truncation_to_trls_generation_settings():
+    args = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu", sampler_top_p=0.8, sampler_top_k=5))
+    assert (args.top_p, args.top_k) == (0.8, 5)
+    default = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu"))
+    assert (default.top_p, default.top_k) == (1.0, 0)  # TRL's "no truncation"
+    # TRL truncates where it generates, not where it scores: its generation config carries them
+    import inspect
+
+    import trl
+
+    source = inspect.getsource(trl.GRPOTrainer)
+    assert "top_p=self.top_p" in source or "top_p=args.top_p" in source
 
 
 @pytest.mark.parametrize("mode", ["geometric_truncate", "geometric_mask"])

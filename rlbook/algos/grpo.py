@@ -42,7 +42,9 @@ sampler mismatch   ``is_correction`` = "none" | "token_truncate" (TIS) | "token_
                    "sequence_truncate" | "sequence_mask" (TRL's names) | "geometric_truncate" |
                    "geometric_mask", cap ``is_cap`` C: reweight each token by π_old/π_s when a
                    sampler that is not the policy drew the tokens (``train_grpo(..., sampler=)``,
-                   :func:`rlbook.importance_correction`)
+                   :func:`rlbook.importance_correction`); the sampler itself as switches
+                   ``sampler_temperature``, ``sampler_top_p``, ``sampler_top_k``,
+                   ``sampler_precision``, ``sampler_lag`` (:class:`rlbook.MismatchedSampler`)
 budget             ``max_completions``: stop once this many completions were generated
 =================  ===========================================================================
 
@@ -86,7 +88,8 @@ right / wrong completions; NaN if none), truncated_fraction (no EOS within the b
 frac_zero_variance_groups (sampled groups with all-equal rewards: no signal), kept_groups (groups in
 the update), completions_generated (this step, all sampling rounds), sampling_rounds, loss,
 grad_norm (before clipping), value_loss (PPO's critic; NaN otherwise), ref_reset (1 on the steps
-where ProRL reset π_ref), retired_prompts (ScaleRL's pool exclusions so far). With
+where ProRL reset π_ref), with a sampler that is not the policy also sampler_log_ratio_mean,
+sampler_kl and sampler_out_of_band_fraction (:func:`_mismatch_metrics`), retired_prompts (ScaleRL's pool exclusions so far). With
 ``eval_every > 0`` also eval_step, eval_completions (completions generated before that
 evaluation), eval_greedy_accuracy, eval_pass@1, eval_pass@8.
 """
@@ -228,7 +231,7 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
         raise ValueError("`critic` and `critic_optimizer` are required with advantage_estimator='gae' (PPO)")
     # 1. sample G completions per prompt with π_old; DAPO / ScaleRL sampling rules pick the groups
     batch = collect_rollouts(policy, tokenizer, task, config, generator, forbidden_ids, retired, sampler=sampler)
-    metrics = _sampling_metrics(batch, config)
+    metrics = {**_sampling_metrics(batch, config), **_mismatch_metrics(batch, config, sampler)}
     if batch.num_groups == 0:  # no group with mixed rewards within the sampling cap: no update
         return metrics
     mask = batch.completion_mask.to(device)  # (B, T)
@@ -285,6 +288,25 @@ def _correction_metrics(last: list) -> dict:
         values = [meta["is_stats"][key].nan_to_num(0.0) * m.sum() for meta, m in last]
         out[name] = torch.stack(values).sum() / count
     return out
+
+
+_MISMATCH_METRICS = ("sampler_log_ratio_mean", "sampler_kl", "sampler_out_of_band_fraction")
+
+
+def _mismatch_metrics(batch, config, sampler) -> dict:
+    """With a sampler that is not the policy: over the completion tokens of the batch, the mean log-ratio
+    log π_old − log π_s, the k3 estimate of KL(π_s‖π_old) (E over the sampler's tokens of ρ − 1 − log ρ,
+    ρ = π_old/π_s; Schulman 2020, "Approximating KL divergence"), and the share of tokens whose ratio
+    lies outside [1/C, C] (C = ``is_cap``: what a mask would remove, a truncation would cap above)."""
+    if sampler is None:
+        return {}
+    mask = batch.completion_mask
+    if batch.num_groups == 0 or not mask.any():
+        return {name: torch.tensor(float("nan")) for name in _MISMATCH_METRICS}
+    log_ratio = (batch.log_probs - batch.sampler_log_probs.to(batch.log_probs))[mask].double()
+    bound = float(np.log(config.is_cap))
+    return {"sampler_log_ratio_mean": log_ratio.mean(), "sampler_kl": (torch.expm1(log_ratio) - log_ratio).mean(),
+            "sampler_out_of_band_fraction": (log_ratio.abs() > bound).double().mean()}
 
 
 def _sampling_metrics(batch, config) -> dict:
@@ -393,6 +415,10 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
         raise ValueError(f"`callback` must be None or callable(step, policy, metrics); got {type(callback).__name__}")
     if sampler is not None and not callable(sampler):
         raise ValueError(f"`sampler` must be None or callable like rl.lm.sample_completions; got {type(sampler).__name__}")
+    switched = config.mismatched_sampler()  # from the sampler_* switches, or None
+    if switched is not None and sampler is not None:
+        raise ValueError("`sampler` was given and GRPOConfig's sampler_* switches describe another one; use one of the two")
+    sampler = sampler if switched is None else switched
     train_task = task
     if config.reward_source == "reward_model":
         from rlbook.lm.preference_task import ProxyRewardTask

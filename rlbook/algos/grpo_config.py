@@ -136,6 +136,13 @@ class GRPOConfig:
             token may count at most twice, and the mask band is [0.5, 2]. TRL's own default is
             C_max = 3 for its default, the sequence-level mask (a product of token ratios drifts
             further from 1 than one token's ratio).
+        sampler_temperature, sampler_top_p, sampler_top_k, sampler_precision, sampler_lag: a
+            sampler that is not the policy, built from these switches
+            (:class:`rlbook.MismatchedSampler`; chapter 14): its temperature T_s (None = the
+            trainer's ``temperature``), nucleus p, top-k (None = all), precision of its weights and
+            logits (None, "fp32", "bf16", "fp16") and staleness in steps k ≥ 0. At the defaults the
+            policy samples its own completions. The trainer's loss keeps ``temperature`` and no
+            truncation: the difference is the mismatch that ``is_correction`` corrects.
         max_completions: stop once this many completions were generated (all rounds counted);
             None = run ``num_steps`` steps. Compares methods at equal sampling budget.
         max_grad_norm: gradient-norm clip.
@@ -152,7 +159,8 @@ class GRPOConfig:
     Raises:
         ValueError: a field out of range (named), e.g. τ ≤ 0, a sampling cap or a reset period < 1,
             or a ``reward_source`` other than "task" / "reward_model", an unknown ``is_correction``,
-            ``is_cap`` < 1.
+            ``is_cap`` < 1, a sampler switch out of range (T_s ≤ 0, p outside (0, 1], k < 1, an
+            unknown precision, a lag < 0).
     """
 
     group_size: int = 8
@@ -187,6 +195,11 @@ class GRPOConfig:
     fp32_lm_head: bool = False
     is_correction: str = "none"
     is_cap: float = 2.0
+    sampler_temperature: float | None = None
+    sampler_top_p: float = 1.0
+    sampler_top_k: int | None = None
+    sampler_precision: str | None = None
+    sampler_lag: int = 0
     max_completions: int | None = None
     max_grad_norm: float = 1.0
     log_ref_kl: bool = True
@@ -195,6 +208,26 @@ class GRPOConfig:
     eval_num_problems: int = 200
     seed: int = 0
     device: str | None = None
+
+    def mismatched_sampler(self):
+        """The sampler the ``sampler_*`` switches describe (:class:`rlbook.MismatchedSampler`), or None
+        when they are all at their defaults (the policy samples).
+
+        Raises:
+            ValueError: a switch out of range, naming the ``sampler_*`` field.
+        """
+        from rlbook.mismatch import MismatchedSampler
+
+        fields = dict(temperature=self.sampler_temperature, top_p=self.sampler_top_p, top_k=self.sampler_top_k,
+                      precision=self.sampler_precision, lag=self.sampler_lag)
+        try:
+            sampler = MismatchedSampler(**fields)
+        except ValueError as err:
+            message = str(err)
+            for name in fields:
+                message = message.replace(f"`{name}`", f"`sampler_{name}`")
+            raise ValueError(message) from None
+        return None if sampler.is_policy else sampler
 
     @classmethod
     def recipe(cls, name: str, **overrides) -> "GRPOConfig":
@@ -255,6 +288,7 @@ class GRPOConfig:
         if isinstance(self.is_cap, bool) or not isinstance(self.is_cap, (int, float)):
             raise ValueError(f"`is_cap` must be a number C ≥ 1; got {self.is_cap!r}")
         _checks.check_in_range("is_cap", self.is_cap, 1.0, float("inf"), high_inclusive=False)
+        self.mismatched_sampler()  # checks the sampler switches (names the field)
         if self.reward_source not in REWARD_SOURCES:
             raise ValueError(f"`reward_source` must be one of {list(REWARD_SOURCES)}; got {self.reward_source!r}")
         if self.divergence not in ("binary_tv", "binary_kl"):

@@ -76,9 +76,11 @@ def completion_mask_from_eos(completion_ids, eos_token_id: int) -> torch.Tensor:
     return eos_before == 0
 
 
-def _sample_next(logits, forbidden, temperature, generator, greedy):
+def _sample_next(logits, forbidden, temperature, generator, greedy, logits_processor=None):
     """Pick one token per row; return (tokens (N,), their log-probs (N,) in float32)."""
     logits = logits.float()
+    if logits_processor is not None:
+        logits = logits_processor(logits).float()
     if forbidden is not None:
         logits[:, forbidden] = float("-inf")
     if greedy:
@@ -109,6 +111,7 @@ def sample_completions(
     greedy: bool = False,
     generator: torch.Generator | None = None,
     tokenizer=None,
+    logits_processor=None,
 ) -> Completions:
     """Sample ``num_samples`` completions for every prompt with the model's KV cache.
 
@@ -131,14 +134,17 @@ def sample_completions(
         greedy: take the argmax instead of sampling (for greedy accuracy).
         generator: a ``torch.Generator`` for reproducible samples (CPU or the model's device).
         tokenizer: if given, ``texts`` are decoded with special tokens kept.
+        logits_processor: None, or a callable (N, V) float32 logits -> (N, V) logits applied to each
+            step's logits before the forbidden ids and the temperature (an inference engine's own
+            distribution: :class:`rlbook.MismatchedSampler` passes its rounded, truncated log μ).
     Returns:
         :class:`Completions` with B = N·G rows and T ≤ ``max_new_tokens`` columns (trimmed to
         the longest completion).
     Gradient:
         none (runs under ``torch.no_grad``).
     Raises:
-        ValueError: bad shapes, num_samples < 1, max_new_tokens < 1, temperature ≤ 0, or EOS
-            among the forbidden ids.
+        ValueError: bad shapes, num_samples < 1, max_new_tokens < 1, temperature ≤ 0, EOS
+            among the forbidden ids, or a ``logits_processor`` that is not callable.
     """
     if not isinstance(prompt_ids, torch.Tensor) or prompt_ids.dim() != 2 or prompt_ids.numel() == 0:
         raise ValueError("`prompt_ids` must be a non-empty 2-D tensor (N, P) of token ids")
@@ -146,6 +152,9 @@ def sample_completions(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"`{name}` must be a positive integer; got {value!r}")
     _checks.check_positive("temperature", temperature)
+    if logits_processor is not None and not callable(logits_processor):
+        raise ValueError(f"`logits_processor` must be None or callable((N, V) logits) -> (N, V); got "
+                         f"{type(logits_processor).__name__}")
     forbidden = sorted({int(i) for i in forbidden_ids})
     if int(eos_token_id) in forbidden:
         raise ValueError("`forbidden_ids` must not contain `eos_token_id` (no completion could end)")
@@ -162,7 +171,7 @@ def sample_completions(
     finished = torch.zeros(B, dtype=torch.bool, device=device)
     steps = 0
     for t in range(max_new_tokens):
-        tok, logp = _sample_next(logits, forbidden_t, temperature, generator, greedy)
+        tok, logp = _sample_next(logits, forbidden_t, temperature, generator, greedy, logits_processor)
         tok = torch.where(finished, torch.full_like(tok, int(pad_token_id)), tok)
         tokens[:, t] = tok
         log_probs[:, t] = torch.where(finished, torch.zeros_like(logp), logp)
