@@ -62,7 +62,7 @@ import warnings
 
 import torch
 
-from rlbook.algos.grpo import GRPOConfig, _parts
+from rlbook.algos.grpo import GRPOConfig, _entropy_switches, _parts
 from rlbook.config import get_device
 from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.model import quiet_weight_progress
@@ -174,6 +174,8 @@ _NO_TRL_FIELD = {
                           "rounding only the sampler is not mapped"),
     "sampler_lag": ("TRL samples with the current weights (its asynchronous GRPO trainer is a separate class, "
                     "not mapped)"),
+    "entropy_control": ("TRL's GRPOTrainer has no covariance-based entropy control (Cui et al.'s Clip-Cov / "
+                        "KL-Cov); its entropy switches are entropy_coef and top_entropy_quantile"),
     "reward_source": ("the bridge scores with the task's reward functions; a learned reward model is not mapped "
                       "(TRL's reward_funcs would take it as a sequence-classification model)"),
 }
@@ -209,9 +211,12 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
     (None → 0, TRL's "off"): TRL truncates where it samples and scores the full distribution, as
     rlbook's sampler switches do; ``max_grad_norm``; ``format_coef`` → ``reward_weights = [1,
     format_coef]`` (pass the correctness and the format reward, in that order, as
-    ``reward_funcs``); ``seed``; ``device`` "cpu" → ``use_cpu``. Dropout is disabled and bf16 off
-    (rlbook trains in float32); TRL's GSPO switch ``importance_sampling_level`` stays "token"
-    (rlbook's ratio is per token). The sampler correction: ``is_correction`` "none" →
+    ``reward_funcs``); ``entropy_coef`` and ``top_entropy_quantile`` → TRL's fields of the same
+    names (the same bonus, −c·mean token entropy over the tokens the policy term keeps; TRL's
+    quantile keeps the tokens at or above ``torch.quantile(H, 1 − ρ)``, rlbook the ⌈ρ·N⌉ highest,
+    which can differ by a token at the threshold); ``seed``; ``device`` "cpu" → ``use_cpu``.
+    Dropout is disabled and bf16 off (rlbook trains in float32); TRL's GSPO switch
+    ``importance_sampling_level`` stays "token" (rlbook's ratio is per token). The sampler correction: ``is_correction`` "none" →
     ``vllm_importance_sampling_correction=False`` (TRL's default is True); "token_truncate",
     "token_mask", "sequence_truncate", "sequence_mask" → ``vllm_importance_sampling_correction=True``
     and ``vllm_importance_sampling_mode`` of the same name, with ``is_cap`` C →
@@ -234,7 +239,7 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
             ``overlong_cache_length > 0``; the GSPO and DPPO losses; any Part IV switch left off its
             default: minibatches, overlong filtering, dynamic sampling, zero-variance filtering,
             prompt retirement, reference resets, the FP32 head, a completion budget, a reward model as the reward,
-            a sampler temperature, precision or lag;
+            a sampler temperature, precision or lag, an ``entropy_control`` (Clip-Cov, KL-Cov);
             ``is_correction`` "geometric_truncate" / "geometric_mask", whose geometric-mean ratio TRL
             does not have).
         ImportError: TRL is not installed (the message says how to install it).
@@ -269,6 +274,8 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
         scale_rewards="group" if config.advantage_estimator == "grpo" else "none",
         mask_truncated_completions=False,
         vllm_importance_sampling_correction=config.is_correction != "none",
+        entropy_coef=config.entropy_coef,
+        top_entropy_quantile=config.top_entropy_quantile,
         temperature=config.temperature,
         top_p=config.sampler_top_p,
         top_k=0 if config.sampler_top_k is None else config.sampler_top_k,
@@ -411,8 +418,9 @@ def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion
 
     Scores the completions with :func:`rlbook.lm.completion_log_probs` (at ``config.temperature``),
     then one call of :func:`rlbook.grpo_microbatch_train_step` with the config's per-token loss,
-    clip band, aggregation and ``kl_coef``; that call runs ``backward()``, so the gradient is in
-    ``policy``'s parameters afterwards. The counterpart of :func:`trl_loss`.
+    clip band, aggregation and ``kl_coef`` (and its entropy switches, the entropy scored with its
+    gradient; Clip-Cov draws with a generator seeded ``config.seed``); that call runs
+    ``backward()``, so the gradient is in ``policy``'s parameters afterwards. The counterpart of :func:`trl_loss`.
 
     Args:
         policy: the causal LM.
@@ -429,11 +437,13 @@ def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion
     """
     _, loss_type, cliprange, aggregate = _parts(config)
     mask = completion_mask.bool()
-    log_probs = completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask.bool(), temperature=config.temperature,
-                                     forbidden_ids=forbidden_ids, completion_mask=mask)
+    log_probs, entropy = completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask.bool(),
+                                              temperature=config.temperature, forbidden_ids=forbidden_ids,
+                                              completion_mask=mask, with_entropy=True)
     old = log_probs.detach() if old_log_probs is None else old_log_probs
     loss, _ = grpo_microbatch_train_step(log_probs, mask, 1, loss_type, advantages=advantages[:, None], old_log_probs=old,
                                          cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref_log_probs,
                                          kl_coef=config.kl_coef, sampler_log_probs=sampler_log_probs,
-                                         is_correction=config.is_correction, is_cap=config.is_cap)
+                                         is_correction=config.is_correction, is_cap=config.is_cap,
+                                         **_entropy_switches(config, entropy, torch.Generator().manual_seed(config.seed)))
     return loss

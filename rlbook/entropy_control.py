@@ -30,7 +30,15 @@ import torch
 from rlbook import _checks
 
 __all__ = ["token_covariance", "clip_cov_mask", "clip_cov_loss", "kl_cov_loss", "high_entropy_mask",
-           "entropy_performance_fit"]
+           "entropy_performance_fit", "CLIP_COV_RATIO", "CLIP_COV_BOUNDS", "KL_COV_RATIO", "KL_COV_COEF"]
+
+# Cui et al. 2025, arXiv:2505.22617, §5 (experimental settings), and their verl recipes (field names
+# clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio, ppo_kl_coef): the one source of these
+# defaults (the functions below and ``rlbook.GRPOConfig`` read them from here).
+CLIP_COV_RATIO = 2e-4  # r: the share of response tokens whose gradient Clip-Cov removes
+CLIP_COV_BOUNDS = (1.0, 5.0)  # (ω_low, ω_high): the covariance band of the eligible tokens
+KL_COV_RATIO = 2e-3  # k: the share of response tokens KL-Cov penalises (Qwen2.5-7B; 2e-4 for 32B)
+KL_COV_COEF = 1.0  # β of KL-Cov's |log π_θ − log π_old| penalty (κ here)
 
 
 def _token_tensors(log_probs, advantages, completion_mask, old_log_probs=None):
@@ -82,8 +90,8 @@ def clip_cov_mask(covariance, completion_mask, clip_fraction: float, cov_low: fl
     Chosen: max(1, ⌊clip_fraction · #mask⌋) of the eligible tokens, uniformly at random without
     replacement (all of them if fewer are eligible).
 
-    Source: Cui et al. 2025, arXiv:2505.22617, eq. 10 (defaults there: clip_fraction 2e-4,
-    (ω_low, ω_high) = (1, 5)).
+    Source: Cui et al. 2025, arXiv:2505.22617, eq. 10 (their settings: clip_fraction r = 2e-4,
+    (ω_low, ω_high) = (1, 5); ``CLIP_COV_RATIO``, ``CLIP_COV_BOUNDS``).
 
     Args:
         covariance: (B, T) from :func:`token_covariance`.
@@ -108,14 +116,15 @@ def clip_cov_mask(covariance, completion_mask, clip_fraction: float, cov_low: fl
         eligible &= ~already_clipped.bool()
     index = torch.nonzero(eligible.flatten()).flatten()
     count = max(1, int(clip_fraction * int(mask.sum())))
-    chosen = index[torch.randperm(index.numel(), generator=generator)[:count]]
-    out = torch.zeros(covariance.numel(), dtype=torch.bool)
+    chosen = index[torch.randperm(index.numel(), generator=generator)[:count].to(index.device)]
+    out = torch.zeros(covariance.numel(), dtype=torch.bool, device=covariance.device)
     out[chosen] = True
     return out.view_as(covariance)
 
 
 def clip_cov_loss(log_probs, old_log_probs, advantages, completion_mask, clip_eps: float = 0.2,
-                  clip_fraction: float = 2e-4, cov_low: float = 1.0, cov_high: float = 5.0,
+                  clip_fraction: float = CLIP_COV_RATIO, cov_low: float = CLIP_COV_BOUNDS[0],
+                  cov_high: float = CLIP_COV_BOUNDS[1],
                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Clip-Cov: PPO's clipped surrogate with a few high-covariance tokens' gradients removed.
 
@@ -146,14 +155,15 @@ def clip_cov_loss(log_probs, old_log_probs, advantages, completion_mask, clip_ep
     return torch.where(mask, loss, torch.zeros_like(loss)), removed
 
 
-def kl_cov_loss(log_probs, old_log_probs, advantages, completion_mask, kl_fraction: float = 2e-4,
-                kl_coef: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def kl_cov_loss(log_probs, old_log_probs, advantages, completion_mask, kl_fraction: float = KL_COV_RATIO,
+                kl_coef: float = KL_COV_COEF) -> tuple[torch.Tensor, torch.Tensor]:
     """KL-Cov: the unclipped surrogate, with |log π_θ − log π_old| penalised on the top-covariance tokens.
 
     ℓ_{i,t} = −A ρ + κ·|log π_θ − log π_old|·1[(i, t) ∈ top-k by covariance],
     k = max(1, ⌊kl_fraction · #mask⌋), ρ = exp(log π_θ − log π_old).
 
-    Source: Cui et al. 2025, arXiv:2505.22617, eq. 11 (defaults there: kl_fraction 2e-4, κ = 1).
+    Source: Cui et al. 2025, arXiv:2505.22617, eq. 11 (their settings: k = 2e-3 for Qwen2.5-7B and
+    2e-4 for Qwen2.5-32B, κ = 1; the defaults are the 7B ones, ``KL_COV_RATIO``, ``KL_COV_COEF``).
 
     Args:
         log_probs: (B, T) log π_θ (with gradient). old_log_probs: (B, T) log π_old.
@@ -171,7 +181,7 @@ def kl_cov_loss(log_probs, old_log_probs, advantages, completion_mask, kl_fracti
     count = max(1, int(kl_fraction * int(mask.sum())))
     scores = torch.where(mask, covariance, torch.full_like(covariance, -math.inf)).flatten()
     top = torch.topk(scores, min(count, int(mask.sum()))).indices
-    penalised = torch.zeros(scores.numel(), dtype=torch.bool)
+    penalised = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
     penalised[top] = True
     penalised = penalised.view_as(covariance)
     log_ratio = log_probs - old_log_probs.detach()
@@ -204,7 +214,7 @@ def high_entropy_mask(entropy, completion_mask, top_fraction: float = 0.2) -> to
     keep = math.ceil(top_fraction * n - 1e-9)
     scores = torch.where(mask, entropy.detach(), torch.full_like(entropy, -math.inf)).flatten()
     order = torch.sort(scores, descending=True, stable=True).indices[:keep]
-    out = torch.zeros(scores.numel(), dtype=torch.bool)
+    out = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
     out[order] = True
     return out.view_as(mask)
 

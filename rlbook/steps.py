@@ -12,8 +12,8 @@ function                        loss of one micro-batch (before ``/ gradient_acc
 ==============================  ============================================================
 ``sft_loss``                    −1/B Σ_i (Σ_t m_{i,t} log π_{i,t}) / c
 ``policy_gradient_loss``        per-token −A·log π, or the clipped surrogate (unreduced)
-``grpo_microbatch_train_step``  aggregate(policy_gradient_loss [+ β·k3]) (GRPO: per-sequence
-                                masked mean, then the batch mean)
+``grpo_microbatch_train_step``  aggregate(policy_gradient_loss [+ β·k3]) [− c·mean entropy]
+                                (GRPO: per-sequence masked mean, then the batch mean)
 ==============================  ============================================================
 
 Gradient accumulation. Dividing each micro-batch loss by k and summing the gradients of k
@@ -34,6 +34,8 @@ from rlbook import _checks
 from rlbook.aggregation import AGGREGATIONS, fixed_length_mean, masked_normalize, seq_mean_token_mean
 from rlbook.kl import kl_k3
 from rlbook.dppo import dppo_loss, dppo_mask
+from rlbook.entropy_control import (CLIP_COV_BOUNDS, CLIP_COV_RATIO, KL_COV_COEF, KL_COV_RATIO, clip_cov_mask,
+                                    high_entropy_mask, kl_cov_loss, token_covariance)
 from rlbook.is_corrections import IS_CORRECTION_MODES, importance_correction
 from rlbook.losses import cispo_loss, clip_region, clipped_surrogate_loss
 from rlbook.sequence_losses import gspo_loss, gspo_sequence_log_ratio
@@ -294,10 +296,15 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
                                aggregation=seq_mean_token_mean, ref_log_probs=None,
                                kl_coef: float = 0.0, divergence_threshold=None,
                                divergence: str = "binary_tv", sampler_log_probs=None,
-                               is_correction: str = "none", is_cap: float = 2.0) -> tuple[torch.Tensor, dict]:
+                               is_correction: str = "none", is_cap: float = 2.0, entropy=None,
+                               entropy_coef: float = 0.0, top_entropy_quantile: float = 1.0,
+                               entropy_control: str = "none", clip_cov_ratio: float = CLIP_COV_RATIO,
+                               clip_cov_lb: float = CLIP_COV_BOUNDS[0], clip_cov_ub: float = CLIP_COV_BOUNDS[1],
+                               kl_cov_ratio: float = KL_COV_RATIO, kl_cov_coef: float = KL_COV_COEF,
+                               generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict]:
     """One policy-gradient micro-batch: per-token loss (+ β·k3), aggregate, ``/ k``, ``backward()``.
 
-    L = agg_{i,t}( w_{i,t}·ℓ_{i,t} + β·k3_{i,t} ) / k,   ℓ from :func:`policy_gradient_loss`
+    L = [ agg_{i,t}( w_{i,t}·e_{i,t}·ℓ_{i,t} + β·k3_{i,t} ) − c·H̄ ] / k,   ℓ from :func:`policy_gradient_loss`
 
     w = 1 unless ``is_correction`` names a correction for tokens sampled by a sampler π_s that is
     not the trainer's π_old: then w are the detached weights of :func:`rlbook.importance_correction`
@@ -306,6 +313,22 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
     ``policy_log_probs`` detached when there is none) and ``sampler_log_probs``; masked tokens get
     w = 0 and stay in the aggregation's normaliser (as TRL). The KL term is not reweighted. With
     ``is_correction="none"`` (the default) the loss is computed exactly as without the argument.
+
+    Entropy management (each off at its default, the loss then computed exactly as without it):
+
+    * ``top_entropy_quantile`` ρ < 1: e_{i,t} = 1 on the top ρ share of the micro-batch's response
+      tokens by ``entropy`` (:func:`rlbook.high_entropy_mask`; Wang et al. 2025,
+      arXiv:2506.01939), 0 elsewhere; e ≡ 1 otherwise. The aggregation's normaliser is unchanged
+      (TRL's ``top_entropy_quantile``).
+    * ``entropy_coef`` c > 0: the bonus −c·H̄, H̄ the mean of ``entropy`` (with its gradient) over
+      the response tokens with e = 1 (TRL's ``entropy_coef``: a token mean whatever the
+      aggregation).
+    * ``entropy_control`` (loss_type "grpo_clip" only; Cui et al. 2025, arXiv:2505.22617):
+      "clip_cov" multiplies ℓ by 0 on the tokens of :func:`rlbook.clip_cov_mask` (ratio
+      ``clip_cov_ratio``, band (``clip_cov_lb``, ``clip_cov_ub``), drawn with ``generator``, tokens
+      the clip already clipped not eligible; eq. 10); "kl_cov" replaces ℓ by
+      :func:`rlbook.kl_cov_loss`, −A·ρ + κ·|log ρ| on the top ``kl_cov_ratio`` tokens by covariance
+      (κ = ``kl_cov_coef``; eq. 11). The covariance is taken over the micro-batch's response tokens.
 
     With the default ``aggregation`` (:func:`rlbook.seq_mean_token_mean`) this is GRPO's loss: the
     masked mean over each sequence's response tokens, then the mean over the B sequences. A row with
@@ -331,18 +354,32 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
             when ``is_correction`` is not "none", ignored otherwise.
         is_correction: a mode of ``rl.IS_CORRECTION_MODES`` ("none" = no reweighting).
         is_cap: C ≥ 1 of the correction (truncate at C; mask outside [1/C, C]).
+        entropy: (B, T) per-token entropy of π_θ, nats (``completion_log_probs(...,
+            with_entropy=True)``), carrying its gradient when ``entropy_coef`` > 0; required when
+            ``entropy_coef`` > 0 or ``top_entropy_quantile`` < 1.
+        entropy_coef: c ≥ 0 of the entropy bonus.
+        top_entropy_quantile: ρ in (0, 1].
+        entropy_control: "none" | "clip_cov" | "kl_cov".
+        clip_cov_ratio, clip_cov_lb, clip_cov_ub: Clip-Cov's r in (0, 1] and band.
+        kl_cov_ratio, kl_cov_coef: KL-Cov's k in (0, 1] and κ ≥ 0.
+        generator: torch.Generator (CPU) for Clip-Cov's random choice; required with "clip_cov".
     Returns:
         ``(loss, metadata)``: the scaled 0-d loss, and the metadata of
         :func:`policy_gradient_loss` plus ``per_token_loss`` (B, T) (detached, β·k3 included);
         with a correction also ``is_weights`` (B, T), ``is_kept`` (B, T) bool and ``is_stats``
-        (the stats of :func:`rlbook.importance_correction`).
+        (the stats of :func:`rlbook.importance_correction`); with ``top_entropy_quantile`` < 1 also
+        ``entropy_kept`` (B, T) bool (e); with an ``entropy_control`` also ``cov_selected`` (B, T)
+        bool, the tokens Clip-Cov removed or KL-Cov penalised.
     Gradient:
         accumulated into the leaves of ``policy_log_probs``' graph (``backward()`` is called).
     Raises:
         ValueError: as :func:`policy_gradient_loss`; mask shape; k; kl_coef < 0 or > 0 without
             ``ref_log_probs``; an unknown aggregation name; a micro-batch whose mask has no True
             element at all (raised by the aggregation, naming ``completion_mask``); an unknown
-            ``is_correction`` or ``is_cap`` < 1; ``sampler_log_probs`` missing with a correction.
+            ``is_correction`` or ``is_cap`` < 1; ``sampler_log_probs`` missing with a correction;
+            an entropy switch out of range, ``entropy`` missing (or without gradient for the bonus),
+            an ``entropy_control`` with a loss_type other than "grpo_clip" or "clip_cov" without a
+            ``generator`` (each named).
     """
     k = _check_accumulation(gradient_accumulation_steps)
     if not isinstance(is_correction, str) or is_correction not in IS_CORRECTION_MODES:
@@ -355,9 +392,20 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
     _checks.check_in_range("kl_coef", kl_coef, 0.0)
     if kl_coef and ref_log_probs is None:
         raise ValueError("`ref_log_probs` is required when `kl_coef` > 0")
+    _check_entropy_switches(loss_type, entropy, policy_log_probs, entropy_coef, top_entropy_quantile, entropy_control,
+                            generator)
     per_token, metadata = policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages, old_log_probs, cliprange,
                                                response_mask=mask, divergence_threshold=divergence_threshold,
                                                divergence=divergence)
+    if entropy_control != "none":  # Cui et al.: act on the few tokens of largest Cov(log π, A)
+        per_token, metadata = _covariance_control(per_token, metadata, policy_log_probs, old_log_probs, advantages, mask,
+                                                  entropy_control, clip_cov_ratio, clip_cov_lb, clip_cov_ub,
+                                                  kl_cov_ratio, kl_cov_coef, generator)
+    bonus_mask = mask
+    if top_entropy_quantile < 1.0:  # Wang et al.: only the high-entropy "forking" tokens keep a gradient
+        bonus_mask = high_entropy_mask(entropy, mask, top_entropy_quantile)
+        per_token = per_token * bonus_mask.to(per_token.dtype)
+        metadata = {**metadata, "entropy_kept": bonus_mask}
     if is_correction != "none":  # the sampler is not π_old: reweight each token's surrogate (detached)
         trainer_old = policy_log_probs.detach() if old_log_probs is None else old_log_probs
         weights, kept, is_stats = importance_correction(trainer_old, sampler_log_probs, mask, is_correction, is_cap)
@@ -365,6 +413,47 @@ def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumul
         metadata = {**metadata, "is_weights": weights, "is_kept": kept, "is_stats": is_stats}
     if kl_coef:
         per_token = per_token + kl_coef * kl_k3(policy_log_probs, ref_log_probs)
-    loss = aggregate(per_token, mask) / k
+    loss = aggregate(per_token, mask)
+    if entropy_coef:  # the entropy bonus: − c · (token mean of H over the tokens the policy term acts on)
+        loss = loss - entropy_coef * (entropy * bonus_mask).sum() / bonus_mask.sum().clamp(min=1)
+    loss = loss / k
     loss.backward()
     return loss, {**metadata, "per_token_loss": per_token.detach()}
+
+
+def _check_entropy_switches(loss_type, entropy, log_probs, entropy_coef, top_entropy_quantile, entropy_control,
+                            generator):
+    for name, value in (("entropy_coef", entropy_coef), ("top_entropy_quantile", top_entropy_quantile)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"`{name}` must be a number; got {value!r}")
+    _checks.check_in_range("entropy_coef", entropy_coef, 0.0, float("inf"), high_inclusive=False)
+    _checks.check_in_range("top_entropy_quantile", top_entropy_quantile, 0.0, 1.0, low_inclusive=False)
+    if entropy_control not in ("none", "clip_cov", "kl_cov"):
+        raise ValueError(f"`entropy_control` must be 'none', 'clip_cov' or 'kl_cov'; got {entropy_control!r}")
+    if entropy_control != "none" and loss_type != "grpo_clip":
+        raise ValueError(f"`entropy_control`={entropy_control!r} needs loss_type='grpo_clip'; got {loss_type!r}")
+    if entropy_control == "clip_cov" and generator is None:
+        raise ValueError("`generator` is required with entropy_control='clip_cov' (its random choice of tokens)")
+    if entropy_coef or top_entropy_quantile < 1.0:
+        if not isinstance(entropy, torch.Tensor) or entropy.shape != log_probs.shape:
+            raise ValueError(f"`entropy` must be a (B, T) tensor like `policy_log_probs` {tuple(log_probs.shape)} "
+                             f"when entropy_coef > 0 or top_entropy_quantile < 1")
+        if entropy_coef and not entropy.requires_grad:
+            raise ValueError("`entropy` must carry its gradient for the entropy bonus (entropy_coef > 0); got a "
+                             "tensor without grad (detached?)")
+
+
+def _covariance_control(per_token, metadata, log_probs, old_log_probs, advantages, mask, mode, clip_cov_ratio,
+                        clip_cov_lb, clip_cov_ub, kl_cov_ratio, kl_cov_coef, generator):
+    """Clip-Cov (zero ℓ on a random few high-covariance tokens the clip left alone) or KL-Cov (the
+    unclipped surrogate + κ|log ρ| on the top-covariance tokens): the per-token loss and metadata."""
+    advantages = _per_sequence("advantages", advantages, log_probs)
+    if mode == "clip_cov":
+        covariance = token_covariance(log_probs, advantages, mask)
+        removed = clip_cov_mask(covariance, mask, clip_cov_ratio, clip_cov_lb, clip_cov_ub, generator,
+                                already_clipped=metadata["clipped"] & mask)
+        return per_token * (~removed).to(per_token.dtype), {**metadata, "cov_selected": removed}
+    per_token, penalised = kl_cov_loss(log_probs, old_log_probs, advantages, mask, kl_fraction=kl_cov_ratio,
+                                       kl_coef=kl_cov_coef)
+    # the surrogate is unclipped: no token is clipped
+    return per_token, {**metadata, "clipped": torch.zeros_like(mask), "cov_selected": penalised}

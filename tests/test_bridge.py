@@ -165,12 +165,58 @@ def test_to_trl_config_names_every_setting_trl_cannot_express():
                                           ("zero_variance_filter", True), ("retire_pass_rate", 0.9),
                                           ("ref_reset_every", 5), ("fp32_lm_head", True), ("max_completions", 64),
                                           ("reward_source", "reward_model"), ("sampler_temperature", 0.7),
-                                          ("sampler_precision", "bf16"), ("sampler_lag", 2)])
+                                          ("sampler_precision", "bf16"), ("sampler_lag", 2),
+                                          ("entropy_control", "clip_cov"), ("entropy_control", "kl_cov")])
 def test_to_trl_config_refuses_each_unmapped_part_iv_setting(field, value):
     base = dict(advantage_std="sample", device="cpu")
     bridge.to_trl_config(rl.GRPOConfig(**base))  # mappable without the setting
     with pytest.raises(ValueError, match=f"{field}={value!r}"):
         bridge.to_trl_config(rl.GRPOConfig(**base, **{field: value}))
+
+
+def test_to_trl_config_maps_the_entropy_bonus_and_the_top_entropy_quantile():
+    args = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu", entropy_coef=0.01,
+                                              top_entropy_quantile=0.2))
+    assert (args.entropy_coef, args.top_entropy_quantile) == (0.01, 0.2)
+    assert args.use_adaptive_entropy is False  # TRL's controller of the coefficient stays off
+    default = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu"))
+    assert (default.entropy_coef, default.top_entropy_quantile) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("switches", [dict(entropy_coef=0.3), dict(top_entropy_quantile=0.4),
+                                      dict(entropy_coef=0.3, top_entropy_quantile=0.4)])
+def test_rlbook_loss_with_the_entropy_switches_equals_trl_loss_and_gradient(switches, tmp_path):
+    """TRL's entropy bonus (−c · token-mean entropy over the kept tokens) and its top-entropy mask
+    (torch.quantile threshold) against rlbook's, on one batch: same loss and gradient. The batch's
+    token count makes ⌈ρN⌉ and TRL's quantile rule keep the same tokens (asserted)."""
+    config = small_config(advantage_std="sample", **switches)
+    policy = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu").double()
+    trainer = bridge.build_trl_trainer(policy, TOK, TASK, config, output_dir=str(tmp_path))
+    assert (trainer.entropy_coef, trainer.top_entropy_quantile) == (config.entropy_coef, config.top_entropy_quantile)
+    model = trainer.model
+    batch = make_batch(model, config)
+    if config.top_entropy_quantile < 1:
+        with torch.no_grad():
+            _, entropy = rl.lm.completion_log_probs(model, batch["prompt_ids"], batch["completion_ids"],
+                                                    batch["prompt_mask"], completion_mask=batch["completion_mask"],
+                                                    with_entropy=True)
+        ours = rl.high_entropy_mask(entropy, batch["completion_mask"], config.top_entropy_quantile)
+        theirs = trainer.get_high_entropy_mask(entropy, batch["completion_mask"], 1 - config.top_entropy_quantile)
+        assert torch.equal(ours, theirs) and 0 < ours.sum() < batch["completion_mask"].sum()
+
+    model.zero_grad(set_to_none=True)
+    loss_trl = bridge.trl_loss(trainer, **batch)
+    loss_trl.backward()
+    grads_trl = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    loss_rl = bridge.rlbook_grpo_loss(model, **batch, config=config)
+    grads_rl = [p.grad.clone() for p in model.parameters()]
+    assert abs(loss_rl.item() - loss_trl.item()) < 1e-6
+    worst = max((a - b).abs().max().item() for a, b in zip(grads_rl, grads_trl))
+    assert worst < 1e-6, worst
+    model.zero_grad(set_to_none=True)  # the switches act: without them the loss differs
+    plain = bridge.rlbook_grpo_loss(model, **batch, config=small_config(advantage_std="sample"))
+    assert abs(plain.item() - loss_trl.item()) > 1e-4
 
 
 @pytest.mark.parametrize("loss", ["gspo", "gspo_token", "dppo"])

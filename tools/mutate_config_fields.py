@@ -18,7 +18,8 @@ table when the code moves). Each run is a fork (POSIX only) of a parent that has
 transformers, which saves the start-up time of a fresh interpreter per mutation.
 
 Measured when written (November 2026): all 144 mutations caught by their targeted tests, about 10 s
-each on an idle 2-core machine; the unmutated copy passes every selection.
+each on an idle 2-core machine; the unmutated copy passes every selection. g70-g81 (the entropy
+switches, added later): 12 of 12 caught by ``tests/test_entropy_switches.py``, about 4 s each.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ TU = "tests/test_train_updates.py"
 TPT = "tests/test_ppo_trpo_train.py"
 TRM = "tests/test_grpo_reward_model.py"
 TIC = "tests/test_is_corrections.py"
+TES = "tests/test_entropy_switches.py"
 
 # the broad selection of each config (--broad)
 grpo = [F, "-k", "grpo or dppo"]
+grpo_entropy = [F, TES, "-k", "grpo or dppo or entropy or cov"]  # the entropy switches' tests name no "grpo"
 ppo = [F, "-k", "ppo or every_trainer"]
 trpo = [F, "-k", "trpo or every_trainer"]
 rein = [F, "-k", "reinforce or every_trainer"]
@@ -156,6 +159,27 @@ MUTATIONS = [
      "    if sampler is not None:  # the trainer scores", "    if False:  # the trainer scores", grpo + [TIC]),
     ("g65", "GRPO", "is_cap", "invert (C < 1 accepted)", C, 'check_in_range("is_cap", self.is_cap, 1.0,',
      'check_in_range("is_cap", self.is_cap, 0.0,', grpo + [TIC]),
+    ("g70", "GRPO", "entropy_coef", "ignore", G, "out.update(entropy=entropy, entropy_coef=config.entropy_coef,",
+     "out.update(entropy=entropy, entropy_coef=0.0,", grpo_entropy),
+    ("g71", "GRPO", "entropy_coef", "invert (a penalty, not a bonus)", "rlbook/steps.py",
+     "loss = loss - entropy_coef * (entropy", "loss = loss + entropy_coef * (entropy", grpo_entropy),
+    ("g72", "GRPO", "entropy_coef", "mis-wire (entropy detached)", G, "out.update(entropy=entropy,",
+     "out.update(entropy=entropy.detach(),", grpo_entropy),
+    ("g73", "GRPO", "top_entropy_quantile", "ignore", G, "top_entropy_quantile=config.top_entropy_quantile)",
+     "top_entropy_quantile=1.0)", grpo_entropy),
+    ("g74", "GRPO", "top_entropy_quantile", "invert (the lowest-entropy tokens)", "rlbook/steps.py",
+     "high_entropy_mask(entropy, mask, top_entropy_quantile)", "high_entropy_mask(-entropy, mask, top_entropy_quantile)",
+     grpo_entropy),
+    ("g75", "GRPO", "top_entropy_quantile", "range (0 and > 1 accepted)", C,
+     'for name in ("top_entropy_quantile", "clip_cov_ratio", "kl_cov_ratio"):',
+     'for name in ("clip_cov_ratio", "kl_cov_ratio"):', grpo_entropy),
+    ("g76", "GRPO", "entropy_control", "ignore", G, 'if config.entropy_control == "clip_cov":', "if False:", grpo_entropy),
+    ("g77", "GRPO", "clip_cov_ratio", "ignore", G, "clip_cov_ratio=config.clip_cov_ratio,", "clip_cov_ratio=2e-4,",
+     grpo_entropy),
+    ("g78", "GRPO", "clip_cov_lb", "ignore", G, "clip_cov_lb=config.clip_cov_lb,", "clip_cov_lb=1.0,", grpo_entropy),
+    ("g79", "GRPO", "clip_cov_ub", "ignore", G, "clip_cov_ub=config.clip_cov_ub,", "clip_cov_ub=5.0,", grpo_entropy),
+    ("g80", "GRPO", "kl_cov_ratio", "ignore", G, "kl_cov_ratio=config.kl_cov_ratio,", "kl_cov_ratio=2e-3,", grpo_entropy),
+    ("g81", "GRPO", "kl_cov_coef", "ignore", G, "kl_cov_coef=config.kl_cov_coef)", "kl_cov_coef=1.0)", grpo_entropy),
     # ---------------------------------------------------------------- PPOConfig
     ("p01", "PPO", "gamma/gae_lambda", "swap", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, cfg.gae_lambda, cfg.gamma)", ppo),
     ("p02", "PPO", "gamma", "ignore", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, 0.98, cfg.gae_lambda)", ppo),
@@ -305,7 +329,7 @@ TARGETS = {
     "g42": [TV, "-k", "prorl"], "g43": k("fp32_lm_head_is_applied"), "g44": k("max_completions_stops"),
     "g45": k("max_grad_norm_clips"), "g46": k("ppo_critic_gae"), "g47": k("log_ref_kl"), "g48": k("eval_every"),
     "g49": k("eval_every"), "g59": [TRM, "-k", "reward_source"], "g60": [TRM, "-k", "reward_source"],
-    **{f"g{i}": [TIC, "-k", "tis_weighted_loss"] for i in (61, 62, 63, 64)}, "g65": [TIC, "-k", "config_validates"], "g57": k("first_round_that_fills"), "g58": k("log_ref_kl"), "p31": k("train_ppo_gae"), "g50": k("seed_seeds"), "g51": k("every_trainer and grpo"),
+    **{f"g{i}": [TIC, "-k", "tis_weighted_loss"] for i in (61, 62, 63, 64)}, "g65": [TIC, "-k", "config_validates"], **{f"g{i}": [TES] for i in range(70, 82)}, "g57": k("first_round_that_fills"), "g58": k("log_ref_kl"), "p31": k("train_ppo_gae"), "g50": k("seed_seeds"), "g51": k("every_trainer and grpo"),
     **{f"g{i}": k("recipes_are_the_published") for i in range(52, 57)},
     **{f"p{i:02d}": k("train_ppo_gae") for i in (1, 2, 3, 7, 9, 10, 11, 12, 13, 21, 22, 27, 28, 29)},
     **{f"p{i:02d}": k("ppo_minibatch_step_with_an_asymmetric") for i in (4, 5, 6, 8)},

@@ -45,6 +45,11 @@ sampler mismatch   ``is_correction`` = "none" | "token_truncate" (TIS) | "token_
                    :func:`rlbook.importance_correction`); the sampler itself as switches
                    ``sampler_temperature``, ``sampler_top_p``, ``sampler_top_k``,
                    ``sampler_precision``, ``sampler_lag`` (:class:`rlbook.MismatchedSampler`)
+entropy            ``entropy_coef`` c: − c·(mean token entropy), the entropy bonus (TRL's name);
+                   ``top_entropy_quantile`` ρ: only the top-ρ tokens by entropy get a policy
+                   gradient (Wang et al.: 0.2); ``entropy_control`` = "none" | "clip_cov" |
+                   "kl_cov" (Cui et al.; ``clip_cov_ratio``, ``clip_cov_lb``, ``clip_cov_ub``,
+                   ``kl_cov_ratio``, ``kl_cov_coef``) — :mod:`rlbook.entropy_control`
 budget             ``max_completions``: stop once this many completions were generated
 =================  ===========================================================================
 
@@ -89,7 +94,10 @@ frac_zero_variance_groups (sampled groups with all-equal rewards: no signal), ke
 the update), completions_generated (this step, all sampling rounds), sampling_rounds, loss,
 grad_norm (before clipping), value_loss (PPO's critic; NaN otherwise), ref_reset (1 on the steps
 where ProRL reset π_ref), with a sampler that is not the policy also sampler_log_ratio_mean,
-sampler_kl and sampler_out_of_band_fraction (:func:`_mismatch_metrics`), retired_prompts (ScaleRL's pool exclusions so far). With
+sampler_kl and sampler_out_of_band_fraction (:func:`_mismatch_metrics`), with ``top_entropy_quantile``
+< 1 entropy_kept_fraction (share of the loss tokens that kept a policy gradient, last pass), with an
+``entropy_control`` cov_selected_fraction (share of the loss tokens Clip-Cov removed or KL-Cov
+penalised, last pass), retired_prompts (ScaleRL's pool exclusions so far). With
 ``eval_every > 0`` also eval_step, eval_completions (completions generated before that
 evaluation), eval_greedy_accuracy, eval_pass@1, eval_pass@8.
 """
@@ -266,7 +274,7 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
                 cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref, kl_coef=config.kl_coef,
                 divergence_threshold=config.divergence_threshold, divergence=config.divergence,
                 sampler_log_probs=None if sampler_log_probs is None else sampler_log_probs[rows],
-                is_correction=config.is_correction, is_cap=config.is_cap)
+                is_correction=config.is_correction, is_cap=config.is_cap, **_entropy_switches(config, ent, generator))
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
             optimizer.step()
             if epoch == config.num_inner_epochs - 1:
@@ -276,6 +284,30 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
                                                    returns, config)
     return {**metrics, **_update_metrics(last), "kl": torch.stack(kl).mean(), "entropy": torch.stack(entropy).mean(),
             "loss": loss.detach(), "grad_norm": grad_norm}
+
+
+def _entropy_switches(config, entropy, generator) -> dict:
+    """The entropy-management arguments of :func:`rlbook.grpo_microbatch_train_step` that are on
+    (none at the defaults): ``entropy`` keeps its gradient for the bonus."""
+    out = {}
+    if config.entropy_coef or config.top_entropy_quantile < 1.0:
+        out.update(entropy=entropy, entropy_coef=config.entropy_coef, top_entropy_quantile=config.top_entropy_quantile)
+    if config.entropy_control == "clip_cov":
+        out.update(entropy_control="clip_cov", clip_cov_ratio=config.clip_cov_ratio, clip_cov_lb=config.clip_cov_lb,
+                   clip_cov_ub=config.clip_cov_ub, generator=generator)
+    elif config.entropy_control == "kl_cov":
+        out.update(entropy_control="kl_cov", kl_cov_ratio=config.kl_cov_ratio, kl_cov_coef=config.kl_cov_coef)
+    return out
+
+
+_ENTROPY_METRICS = {"entropy_kept_fraction": "entropy_kept", "cov_selected_fraction": "cov_selected"}
+
+
+def _entropy_metric_names(config) -> tuple:
+    """The entropy-management metrics this config logs: the share of loss tokens kept by
+    ``top_entropy_quantile`` and the share Clip-Cov removed / KL-Cov penalised."""
+    return (("entropy_kept_fraction",) if config.top_entropy_quantile < 1.0 else ()) + \
+        (("cov_selected_fraction",) if config.entropy_control != "none" else ())
 
 
 def _correction_metrics(last: list) -> dict:
@@ -324,6 +356,7 @@ def _sampling_metrics(batch, config) -> dict:
         "sampling_rounds": torch.tensor(float(batch.stats["rounds"])),
         "value_loss": nan, "kl": nan, "entropy": nan, "clip_fraction": nan, "ratio_std": nan, "loss": nan, "grad_norm": nan,
         **({name: nan for name in _CORRECTION_METRICS} if config.is_correction != "none" else {}),
+        **{name: nan for name in _entropy_metric_names(config)},
     }
 
 
@@ -331,11 +364,15 @@ _CORRECTION_METRICS = ("is_log_ratio_mean", "is_weight_mean", "is_truncated_frac
 
 
 def _update_metrics(last: list) -> dict:
-    """clip_fraction and ratio_std over the last pass's minibatches (tokens in the loss)."""
+    """clip_fraction and ratio_std over the last pass's minibatches (tokens in the loss); with the
+    entropy switches on also entropy_kept_fraction and cov_selected_fraction."""
     clipped = torch.cat([(meta.get("clipped", meta.get("weight_clipped")) & m).flatten() for meta, m in last])
     ratio = torch.cat([meta["ratio"][m] for meta, m in last])
     count = torch.cat([m.flatten() for _, m in last]).sum().clamp(min=1)
     out = {"clip_fraction": clipped.sum() / count, "ratio_std": ratio.std() if ratio.numel() > 1 else torch.zeros(())}
+    for name, key in _ENTROPY_METRICS.items():  # shares of the loss tokens (last pass), when the switch is on
+        if key in last[0][0]:
+            out[name] = torch.stack([(meta[key] & m).sum() for meta, m in last]).sum() / count
     return {**out, **_correction_metrics(last)} if "is_stats" in last[0][0] else out
 
 
@@ -394,7 +431,8 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
         ``wall_seconds`` set; for PPO (``advantage_estimator="gae"``) the trained critic is
         ``history.critic``. With ``is_correction`` other than "none" also is_log_ratio_mean
         (mean log π_old/π_s over the loss's tokens, last pass), is_weight_mean, is_truncated_fraction
-        and is_masked_fraction.
+        and is_masked_fraction; with ``top_entropy_quantile`` < 1 entropy_kept_fraction, with an
+        ``entropy_control`` cov_selected_fraction (module docstring).
     Raises:
         ValueError: invalid config (e.g. group_size < 2), a tokenizer without an EOS id,
             ``reward_model`` missing with ``reward_source="reward_model"`` or given with

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from rlbook import _checks
 from rlbook.advantages import group_relative_advantages, leave_one_out_advantages, magistral_advantages, maxrl_advantages
 from rlbook.aggregation import fixed_length_mean, prompt_mean, seq_mean_token_mean, token_mean
+from rlbook.entropy_control import CLIP_COV_BOUNDS, CLIP_COV_RATIO, KL_COV_COEF, KL_COV_RATIO
 from rlbook.is_corrections import IS_CORRECTION_MODES
 
 __all__ = ["GRPOConfig", "ADVANTAGE_ESTIMATORS", "PER_TOKEN_LOSSES", "LOSS_AGGREGATIONS", "GRPO_RECIPES",
-           "REWARD_SOURCES"]
+           "REWARD_SOURCES", "ENTROPY_CONTROLS"]
 
 ADVANTAGE_ESTIMATORS = {
     "grpo": functools.partial(group_relative_advantages, scale="std"),
@@ -29,6 +30,8 @@ ADVANTAGE_ESTIMATORS = {
 # config name -> ``loss_type`` of :func:`rlbook.policy_gradient_loss`
 PER_TOKEN_LOSSES = {"clipped_surrogate": "grpo_clip", "cispo": "cispo", "gspo": "gspo", "gspo_token": "gspo_token",
                     "dppo": "dppo"}
+# ``GRPOConfig.entropy_control``: none, or Cui et al.'s covariance-based Clip-Cov / KL-Cov (rlbook.entropy_control)
+ENTROPY_CONTROLS = ("none", "clip_cov", "kl_cov")
 # ``GRPOConfig.reward_source``: the task's own reward (a verifier), or a learned reward model's score
 REWARD_SOURCES = ("task", "reward_model")
 LOSS_AGGREGATIONS = {
@@ -143,6 +146,35 @@ class GRPOConfig:
             logits (None, "fp32", "bf16", "fp16") and staleness in steps k ≥ 0. At the defaults the
             policy samples its own completions. The trainer's loss keeps ``temperature`` and no
             truncation: the difference is the mismatch that ``is_correction`` corrects.
+        entropy_coef: c ≥ 0 of the entropy bonus: the loss becomes L − c·H̄, H̄ the mean per-token
+            entropy of π_θ (nats, with gradient) over the tokens the policy-gradient term acts on
+            (those kept by ``top_entropy_quantile``), per minibatch: TRL's ``entropy_coef`` (its
+            definition: a token mean whatever the loss aggregation; verl's ``entropy_coeff``
+            aggregates it like the loss instead). 0 = no bonus (the default).
+        top_entropy_quantile: ρ in (0, 1]: only the top ρ share of each minibatch's response
+            tokens by entropy (the "forking" tokens, :func:`rlbook.high_entropy_mask`) keep their
+            policy-gradient term; the others get none (the KL penalty still applies to all, and the
+            aggregation's normaliser is unchanged). Wang et al. 2025, arXiv:2506.01939, train on
+            ρ = 0.2; TRL's field of the same name. 1 = all tokens (the default).
+        entropy_control: "none" (default) | "clip_cov" | "kl_cov", one of ``ENTROPY_CONTROLS``:
+            Cui et al. 2025, arXiv:2505.22617, eqs. 10-11, which act on the few tokens of largest
+            covariance c = (A − Ā)(log π − mean log π) (:func:`rlbook.token_covariance`). Clip-Cov
+            removes the gradient of ⌊r·N⌋ (at least 1) tokens drawn at random among the N response
+            tokens of the minibatch that the clip left unclipped and whose c lies in
+            (ω_low, ω_high) (:func:`rlbook.clip_cov_mask`, the clip band being
+            ``clip_eps_low``/``clip_eps_high``); KL-Cov replaces the clipped surrogate by the
+            unclipped −A·ρ plus κ·|log π_θ − log π_old| on the top ⌊k·N⌋ tokens by c
+            (:func:`rlbook.kl_cov_loss`). Both need ``per_token_loss="clipped_surrogate"``.
+            Clip-Cov draws from the run's generator (so it also shifts the later samples). KL-Cov's
+            |log ρ| has the gradient sign(log ρ)·∇log π: in the first minibatch π_old equals π_θ only
+            up to rounding (on a float32 tiny model |log ρ| ≤ 5e-7, non-zero on 6-9 % of the
+            tokens), so a penalised token there gets ±κ·∇log π of the rounding's sign.
+        clip_cov_ratio, clip_cov_lb, clip_cov_ub: Clip-Cov's r in (0, 1] and its band
+            ω_low < ω_high (verl's names; defaults the paper's 2e-4, 1 and 5:
+            ``rl.CLIP_COV_RATIO``, ``rl.CLIP_COV_BOUNDS``).
+        kl_cov_ratio, kl_cov_coef: KL-Cov's k in (0, 1] and κ ≥ 0 (verl: ``kl_cov_ratio``,
+            ``ppo_kl_coef``; defaults the paper's 2e-3, its 7B setting, and 1: ``rl.KL_COV_RATIO``,
+            ``rl.KL_COV_COEF``).
         max_completions: stop once this many completions were generated (all rounds counted);
             None = run ``num_steps`` steps. Compares methods at equal sampling budget.
         max_grad_norm: gradient-norm clip.
@@ -160,7 +192,9 @@ class GRPOConfig:
         ValueError: a field out of range (named), e.g. τ ≤ 0, a sampling cap or a reset period < 1,
             or a ``reward_source`` other than "task" / "reward_model", an unknown ``is_correction``,
             ``is_cap`` < 1, a sampler switch out of range (T_s ≤ 0, p outside (0, 1], k < 1, an
-            unknown precision, a lag < 0).
+            unknown precision, a lag < 0), ``entropy_coef`` < 0, ``top_entropy_quantile`` outside
+            (0, 1], an unknown ``entropy_control`` or one with a per-token loss other than
+            "clipped_surrogate", a Clip-Cov / KL-Cov parameter out of range (each named).
     """
 
     group_size: int = 8
@@ -200,6 +234,14 @@ class GRPOConfig:
     sampler_top_k: int | None = None
     sampler_precision: str | None = None
     sampler_lag: int = 0
+    entropy_coef: float = 0.0
+    top_entropy_quantile: float = 1.0
+    entropy_control: str = "none"
+    clip_cov_ratio: float = CLIP_COV_RATIO
+    clip_cov_lb: float = CLIP_COV_BOUNDS[0]
+    clip_cov_ub: float = CLIP_COV_BOUNDS[1]
+    kl_cov_ratio: float = KL_COV_RATIO
+    kl_cov_coef: float = KL_COV_COEF
     max_completions: int | None = None
     max_grad_norm: float = 1.0
     log_ref_kl: bool = True
@@ -228,6 +270,26 @@ class GRPOConfig:
                 message = message.replace(f"`{name}`", f"`sampler_{name}`")
             raise ValueError(message) from None
         return None if sampler.is_policy else sampler
+
+    def _check_entropy_switches(self):
+        """The entropy-management fields (ValueError naming the field)."""
+        for name in ("entropy_coef", "top_entropy_quantile", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub",
+                     "kl_cov_ratio", "kl_cov_coef"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"`{name}` must be a number; got {value!r}")
+        _checks.check_in_range("entropy_coef", self.entropy_coef, 0.0, float("inf"), high_inclusive=False)
+        for name in ("top_entropy_quantile", "clip_cov_ratio", "kl_cov_ratio"):
+            _checks.check_in_range(name, getattr(self, name), 0.0, 1.0, low_inclusive=False)
+        _checks.check_in_range("kl_cov_coef", self.kl_cov_coef, 0.0, float("inf"), high_inclusive=False)
+        if not -float("inf") < self.clip_cov_lb < self.clip_cov_ub < float("inf"):
+            raise ValueError(f"`clip_cov_lb` must be below `clip_cov_ub` (both finite); got {self.clip_cov_lb!r} "
+                             f"and {self.clip_cov_ub!r}")
+        if self.entropy_control not in ENTROPY_CONTROLS:
+            raise ValueError(f"`entropy_control` must be one of {list(ENTROPY_CONTROLS)}; got {self.entropy_control!r}")
+        if self.entropy_control != "none" and self.per_token_loss != "clipped_surrogate":
+            raise ValueError(f"`entropy_control`={self.entropy_control!r} modifies the clipped surrogate; it needs "
+                             f"per_token_loss='clipped_surrogate', got {self.per_token_loss!r}")
 
     @classmethod
     def recipe(cls, name: str, **overrides) -> "GRPOConfig":
@@ -289,6 +351,7 @@ class GRPOConfig:
             raise ValueError(f"`is_cap` must be a number C ≥ 1; got {self.is_cap!r}")
         _checks.check_in_range("is_cap", self.is_cap, 1.0, float("inf"), high_inclusive=False)
         self.mismatched_sampler()  # checks the sampler switches (names the field)
+        self._check_entropy_switches()
         if self.reward_source not in REWARD_SOURCES:
             raise ValueError(f"`reward_source` must be one of {list(REWARD_SOURCES)}; got {self.reward_source!r}")
         if self.divergence not in ("binary_tv", "binary_kl"):
