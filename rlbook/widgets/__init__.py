@@ -8,12 +8,9 @@ display them beside a static figure; ``rlbook explore NAME`` serves them as live
 * ``kl``: the k1, k2, k3 estimators of a KL, their bias and spread as two distributions part (chapter 5);
 * ``gae``: bias² and variance of GAE-λ against exact advantages on chapter 4's MDP;
 * ``trust-region``: a two-parameter policy's KL ellipse, the vanilla and natural steps, the line search (chapter 6);
-* ``preference``: β tilts π_ref into π*, best-of-N's distribution and KL, DPO's gradient weight (chapters 12, 13).
-
-``rlbook.widgets.mismatch_explorer`` (a sampler that is not the trainer: temperature, top-p, precision; the
-ratio π/μ; the bias and variance of the uncorrected, TIS and MIS gradient estimators against the cap C) is
-built and tested but not yet registered: it joins ``EXPLORERS`` with the chapter on train–inference mismatch
-that shows it (every registered explorer appears in a chapter, with its live note).
+* ``preference``: β tilts π_ref into π*, best-of-N's distribution and KL, DPO's gradient weight (chapters 12, 13);
+* ``mismatch``: a sampler that is not the trainer (temperature, top-p, precision), the ratio π/μ, and the
+  bias and variance of the uncorrected, TIS and MIS gradient estimators against the cap C (chapter 14).
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ EXPLORERS = {
     "gae": "rlbook.widgets.gae_explorer:gae_explorer",
     "trust-region": "rlbook.widgets.trust_region_explorer:trust_region_explorer",
     "preference": "rlbook.widgets.preference_explorer:preference_explorer",
+    "mismatch": "rlbook.widgets.mismatch_explorer:mismatch_explorer",
 }
 
 

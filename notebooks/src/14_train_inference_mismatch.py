@@ -1,0 +1,693 @@
+# %% [markdown]
+# # 14. When the sampler is not the policy: train–inference mismatch
+#
+# **Goals.** By the end of this chapter you can
+# * name the four ways a production sampler differs from the policy being trained (precision,
+#   temperature, truncation, staleness) and turn each on in rlbook as one `GRPOConfig` switch;
+# * measure the mismatch token by token: the log-ratio $\log\pi - \log\mu$, its tails, its dependence on
+#   the token's probability, and the sequence-level ratio;
+# * compute, exactly, the bias that each source puts into the policy gradient on the book's model, and
+#   what the corrections (truncated and masked importance sampling, token- and sequence-level) do to it;
+# * read a ten-seed comparison of training with each source, uncorrected and corrected, with confidence
+#   intervals, and say which sources a correction can repair and which only a fix at the source can.
+#
+# **Prerequisites.** Importance sampling and its variance (chapter 5), PPO's ratio (chapter 7), GRPO on
+# the book's model (chapter 9).
+#
+# **Where this fits.** Chapters 9–11 let the policy sample its own completions: the probabilities the
+# trainer differentiates are the probabilities the tokens were drawn from. Real trainers do not work
+# that way. The completions come from an inference engine (vLLM, SGLang) with its own kernels, its own
+# precision and its own sampling settings, often running a copy of the weights that is a few updates
+# old. Since 2025 this *train–inference mismatch* has been recognised as a main cause of unstable and
+# collapsing RL runs (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL
+# training"), and its corrections are now on by default in TRL. This chapter measures the mismatch on
+# the book's model, where everything can be computed exactly, and finds out which corrections work.
+
+# %%
+import copy
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import rlbook as rl
+
+rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
+torch.set_num_threads(1)  # as in chapters 9–13: exact repeats on one machine, gentle when it is busy
+device = rl.get_device()
+SIZE = rl.get_size()  # "small" (default; 2 CPU cores) or "full", via RLBOOK_SIZE
+print("size:", SIZE)
+
+# %% [markdown]
+# ## 14.1 Four ways a sampler differs from the policy
+#
+# Write $\pi_\theta$ for the trainer's policy and $\mu$ for the distribution the sampler actually draws
+# tokens from. GRPO's gradient (chapter 9) is an expectation under $\pi_\theta$; what the trainer computes is
+# an average over tokens drawn from $\mu$. They agree only when $\mu = \pi_\theta$. Four things break that.
+#
+# 1. **Precision.** The engine runs the network in bfloat16 or float16 with its own kernels; the trainer in
+#    float32 (or in bf16 with other kernels). The same weights give slightly different logits. bf16 keeps
+#    8 significant bits, fp16 11; Qi et al. 2025 (arXiv:2510.26788) trace much of the mismatch of large runs
+#    to bf16's coarse rounding and propose sampling *and* training in fp16.
+# 2. **Temperature.** The engine samples from $\mathrm{softmax}(z/T_s)$; if the trainer scores the tokens at
+#    another temperature (or at none), the two distributions differ everywhere.
+# 3. **Truncation.** Top-$k$ and top-$p$ (Holtzman et al. 2019, arXiv:1904.09751) sample only from the most
+#    probable tokens. The trainer's $\pi_\theta$ still gives the cut tokens their probability.
+# 4. **Staleness.** Asynchronous pipelines keep generating while the trainer updates, so the tokens come
+#    from the weights of $k$ updates ago (PipelineRL, Piché et al. 2025, arXiv:2509.19128; AReaL, Fu et
+#    al. 2025, arXiv:2505.24298).
+#
+# In the order engines apply them, the sampler's distribution at each position is
+#
+# $$\mu(\cdot) = \mathrm{trunc}_{k,p}\Bigl(\mathrm{softmax}\bigl(\mathrm{round}(z_{\theta_{t-k}})/T_s\bigr)\Bigr), \tag{14.1}$$
+#
+# where the weights $\theta_{t-k}$ are themselves rounded, and truncation renormalises over the kept tokens.
+# `rl.sampler_log_probs` computes $\log\mu$ from the trainer's logits, and `rl.MismatchedSampler` is a sampler
+# built from (14.1): a copy of the policy, $k$ updates stale, with weights and logits rounded to a precision.
+# In `rl.train_grpo` each source is one switch of `GRPOConfig`, and the trainer logs the mismatch it sees
+# at every step:
+
+# %%
+config = rl.GRPOConfig(sampler_lag=4, sampler_temperature=None, sampler_top_p=1.0, sampler_precision=None)
+print({name: getattr(config, name) for name in ("sampler_temperature", "sampler_top_p", "sampler_top_k", "sampler_precision",
+                                                "sampler_lag", "is_correction", "is_cap")})
+print(config.mismatched_sampler())
+print("with every switch at its default the policy samples itself:", rl.GRPOConfig().mismatched_sampler())
+
+# %% [markdown]
+# `sampler_temperature=None` means "the trainer's temperature" (no mismatch from that source). The
+# rounding is applied to the weights and to the logits, the two ends of a low-precision forward pass; the
+# arithmetic in between stays float32, so this is a lower bound on what a real bf16 engine adds.
+#
+# ## 14.2 Seeing the mismatch, token by token
+#
+# We take the policy in the middle of training: chapter 9's supervised model after 40 steps of GRPO,
+# keeping a copy of the weights after every step (the snapshots give the stale samplers). Then each
+# sampler draws 8 completions for each of 128 held-out prompts, and the trainer scores the same tokens.
+# For each sampled token the **log-ratio** $\log\rho_t = \log\pi_\theta(o_t\mid\cdot) - \log\mu(o_t\mid\cdot)$ is
+# what a correction reweights by. Its mean over the sampler's tokens is $-\mathrm{KL}(\mu\,\|\,\pi_\theta)$.
+
+# %%
+task, tok = rl.lm.AdditionTask(num_digits=2, held_out_fraction=0.1, seed=0), rl.lm.build_char_tokenizer()
+sft_policy, _, loaded = rl.lm.load_or_train_sft(tok, task, rl.lm.SFTConfig(num_steps=rl.by_size(small=800, full=2000), seed=0),
+                                                checkpoint=rl.runs_dir() / "checkpoints" / "ch08_sft")
+print("chapter 8's model:", "loaded from its checkpoint" if loaded else "trained here (no matching checkpoint)")
+FORBIDDEN = rl.lm.forbidden_token_ids(tok)
+MID_STEPS = 40
+snapshots = []  # the weights after each GRPO step
+policy = copy.deepcopy(sft_policy)
+rl.train_grpo(policy, tok, task, rl.GRPOConfig(num_steps=MID_STEPS, seed=0), progress=False,
+              callback=lambda step, model, metrics: snapshots.append(copy.deepcopy(model.state_dict())))
+
+
+def model_from(state):
+    model = copy.deepcopy(sft_policy)
+    model.load_state_dict(state)
+    return model.eval().requires_grad_(False)
+
+
+policy = model_from(snapshots[-1])
+print(f"{len(snapshots)} GRPO steps from chapter 8's model; snapshots kept for the stale samplers")
+
+# %%
+SOURCES = {  # name -> (sampler switches, the sampler's weights: k steps back)
+    "bf16": (dict(precision="bf16"), 0), "fp16": (dict(precision="fp16"), 0),
+    "T_s = 0.5": (dict(temperature=0.5), 0), "T_s = 1.5": (dict(temperature=1.5), 0),
+    "top-p 0.8": (dict(top_p=0.8), 0),
+    "lag 1": ({}, 1), "lag 2": ({}, 2), "lag 4": ({}, 4), "lag 8": ({}, 8),
+}
+from rlbook.algos.grpo_rollouts import sample_kwargs
+
+problems = task.held_out_problems(rl.by_size(small=128, full=512))
+prompt_ids, prompt_mask = rl.lm.encode_prompts(tok, [p.prompt for p in problems])
+token_stats, scatter = {}, {}
+for name, (switches, lag) in SOURCES.items():
+    sampler = rl.MismatchedSampler(**switches)
+    drawn_by = model_from(snapshots[-1 - lag])
+    out = sampler(drawn_by, prompt_ids, prompt_mask, num_samples=8, generator=torch.Generator().manual_seed(1),
+                  **sample_kwargs(tok, FORBIDDEN, 8, 1.0))
+    with torch.no_grad():
+        trainer = rl.lm.completion_log_probs(policy, prompt_ids, out.completion_ids, prompt_mask,
+                                             completion_mask=out.completion_mask, forbidden_ids=FORBIDDEN)
+    m = out.completion_mask
+    token_stats[name] = rl.log_ratio_stats(trainer, out.log_probs, weights=m, quantiles=(0.01, 0.5, 0.99), cap=2.0)
+    sequence_log_ratio = ((trainer - out.log_probs) * m).sum(dim=1)
+    token_stats[name]["sequence_q"] = np.quantile(sequence_log_ratio.numpy(), [0.01, 0.99])
+    scatter[name] = (trainer[m].exp().numpy(), (trainer - out.log_probs)[m].numpy())
+print(f"{'sampler':<11}{'KL(μ‖π) k3':>12}{'mean log ρ':>12}{'1 %':>9}{'99 %':>9}{'ρ outside [½, 2]':>18}{'seq. log ρ 1 % / 99 %':>24}")
+for name, s in token_stats.items():
+    q = s["quantiles"]
+    print(f"{name:<11}{s['kl_k3']:>12.2e}{s['mean']:>12.4f}{q[0.01]:>9.3f}{q[0.99]:>9.3f}{s['frac_masked']:>18.4f}"
+          f"{s['sequence_q'][0]:>12.3f} / {s['sequence_q'][1]:.3f}")
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), dpi=80, sharey=True)
+for ax, group in zip(axes, (("bf16", "fp16"), ("T_s = 0.5", "T_s = 1.5", "top-p 0.8"), ("lag 1", "lag 4", "lag 8"))):
+    for k, name in enumerate(group):
+        p, x = scatter[name]
+        ax.scatter(p, x, s=4, alpha=0.35, color=f"C{k}", label=name)
+    ax.axhline(np.log(2), color="0.5", lw=0.8, ls=":")
+    ax.axhline(-np.log(2), color="0.5", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlabel("π(token) under the trainer")
+    ax.legend(fontsize=7, markerscale=3)
+axes[0].set_ylabel("log ρ = log π − log μ")
+axes[0].set_title("precision", fontsize=9)
+axes[1].set_title("temperature and top-p", fontsize=9)
+axes[2].set_title("stale weights", fontsize=9)
+axes[0].set_ylim(-3, 3)
+plt.tight_layout();
+
+# %% [markdown]
+# The dotted lines mark $\rho = 2$ and $\rho = \tfrac12$, the band of the corrections below at their default
+# cap $C = 2$. Three pictures:
+#
+# * **Precision** is tiny on this model: rounding to bf16 moves a token's log-probability by at most a few
+#   hundredths of a nat, and fp16's largest change is about a sixth of bf16's. The error sits on the *unlikely* tokens (on the
+#   left), because rounding is relative to the logit, and softmax turns a fixed logit error into a
+#   larger relative error where the probability is small.
+# * **Temperature and top-p** shift every token. A cold sampler ($T_s = 0.5$) over-samples the likely tokens
+#   ($\log\rho < 0$ on the right) and, when it does draw an unlikely token, draws it far less often than the
+#   trainer would ($\log\rho \gg 0$ on the left). Top-$p$ raises every kept token's probability by the same
+#   factor, $1/(\text{kept mass})$, so $\log\rho$ is one negative number per position, and the cut tokens are
+#   never seen at all.
+# * **Staleness** grows with the lag: the tokens the policy has learned to avoid in the last $k$ steps are
+#   still drawn by the stale sampler, with $\log\rho$ far below zero.
+
+# %%
+rl.claim("by at most a few hundredths of a nat", max(abs(token_stats["bf16"]["min"]), abs(token_stats["bf16"]["max"])), low=0.005, high=0.1)
+rl.claim("fp16's largest change is about a sixth of bf16's", max(abs(token_stats["fp16"]["min"]), abs(token_stats["fp16"]["max"]))
+         / max(abs(token_stats["bf16"]["min"]), abs(token_stats["bf16"]["max"])), 1 / 6, abs=1 / 24)
+rl.claim("the tokens the policy has learned to avoid", token_stats["lag 8"]["quantiles"][0.01], high=-np.log(2))
+rl.claim("grows with the lag", token_stats["lag 8"]["kl_k3"] / token_stats["lag 1"]["kl_k3"], low=4.0)
+rl.claim("one negative number per position", token_stats["top-p 0.8"]["max"], high=0.0)
+
+# %% [markdown]
+# ## 14.3 What the mismatch does to the gradient, exactly
+#
+# With tokens from $\mu$, the estimator GRPO computes has expectation
+#
+# $$\mathbb E_{o\sim\mu}\Bigl[A_\mu(o)\sum_t \nabla_\theta\log\pi_\theta(o_t\mid q, o_{<t})\Bigr] \;\ne\;
+# \mathbb E_{o\sim\pi_\theta}\Bigl[A_\pi(o)\sum_t \nabla_\theta\log\pi_\theta(o_t\mid q, o_{<t})\Bigr] = g^*, \tag{14.2}$$
+#
+# where $A_\mu$ is centred on the sampler's mean reward, as a group of the sampler's completions centres it.
+# Importance sampling (chapter 5) removes the bias by weighting each completion by
+# $\pi_\theta(o)/\mu(o) = \prod_t\rho_t$, at the price of a variance that grows with the mismatch and with the
+# length. The corrections in use keep most of the repair and bound the variance. With a cap $C$:
+#
+# $$\begin{aligned}
+# \text{TIS (token, truncate):}\quad & w_t = \min(\rho_t, C) \\
+# \text{MIS (token, mask):}\quad & w_t = \rho_t\,\mathbb 1[1/C \le \rho_t \le C] \\
+# \text{sequence mask (TRL):}\quad & w_t = \rho_{\text{seq}}\,\mathbb 1[1/C \le \rho_{\text{seq}} \le C],\quad \rho_{\text{seq}} = \textstyle\prod_t \rho_t \\
+# \text{geometric mask:}\quad & w_t = \bar\rho\,\mathbb 1[1/C \le \bar\rho \le C],\quad \bar\rho = \bigl(\textstyle\prod_t\rho_t\bigr)^{1/|o|}
+# \end{aligned} \tag{14.3}$$
+#
+# and the per-token loss is multiplied by the detached $w_t$. TIS is due to Yao et al. 2025; masking outside
+# a band to IcePop (the Ring-1T report, arXiv:2510.18855); TRL implements the first three under these
+# names (`vllm_importance_sampling_mode`). `rl.importance_correction` computes all of them; the check below
+# compares it with (14.3) written out for one completion.
+
+# %%
+old = torch.tensor([[-0.2, -1.5, -0.1, -3.0]], dtype=torch.float64)  # log π of four tokens
+drawn = torch.tensor([[-0.4, -0.3, -0.1, -2.0]], dtype=torch.float64)  # log μ of the same tokens
+mask = torch.ones_like(old, dtype=torch.bool)
+rho = (old - drawn).exp()[0].tolist()
+by_hand = {"token_truncate": [min(r, 2.0) for r in rho],
+           "token_mask": [r if 0.5 <= r <= 2.0 else 0.0 for r in rho],
+           "sequence_mask": [float(np.prod(rho)) if 0.5 <= np.prod(rho) <= 2.0 else 0.0] * 4,
+           "geometric_mask": [float(np.prod(rho)) ** 0.25 if 0.5 <= np.prod(rho) ** 0.25 <= 2.0 else 0.0] * 4}
+print("ρ_t =", np.round(rho, 4))
+for mode, want in by_hand.items():
+    weights, _, _ = rl.importance_correction(old, drawn, mask, mode, 2.0)
+    print(f"{mode:<15} w = {np.round(weights[0].tolist(), 4)}   max |library − (14.3)| = {np.abs(weights[0].numpy() - want).max():.1e}")
+    assert np.abs(weights[0].numpy() - want).max() < 1e-12
+
+# %% [markdown]
+# On the book's model the expectation (14.2) can be computed exactly. An answer is three digits and an end
+# token, so there are 1,000 answers per prompt, and the trained model puts nearly all its probability on
+# them. Take the answers' probabilities under $\pi_\theta$ and under each sampler $\mu$, the reward
+# $r = \mathbb 1[\text{right sum}]$, and write the gradient with respect to the model's *logits at each prefix*
+# (the 1,111 prefixes of the answer tree: a tabular policy, as in chapter 5's explorer): the score of token
+# $a$ at prefix $s$ is $e_a - \pi(\cdot\mid s)$. Each estimator's expectation is then a finite sum, and we
+# compare it with $g^*$ on 16 held-out prompts by the **relative bias** $\lVert \mathbb E[\hat g] - g^*\rVert / \lVert g^*\rVert$
+# and by the cosine between the two directions.
+
+# %%
+ANSWERS = [f"{k:03d}" for k in range(1000)]
+ANSWER_IDS = torch.tensor([ids + [tok.eos_token_id] for ids in tok(ANSWERS, add_special_tokens=False).input_ids])  # (1000, 4)
+index = torch.arange(1000)
+PREFIX = torch.stack([torch.zeros(1000, dtype=torch.long), index // 100, index // 10, index], 1)  # prefix node at t
+NODES = (1, 10, 100, 1000)
+bias_prompts = task.held_out_problems(rl.by_size(small=16, full=64))
+
+
+@torch.no_grad()
+def answer_logits(model, prompt):
+    """(1000, 4, V) float64 logits at each answer position (forbidden ids at −inf, as the sampler sees them)."""
+    ids, _ = rl.lm.encode_prompts(tok, [prompt])
+    z = model(input_ids=torch.cat([ids.repeat(1000, 1), ANSWER_IDS], 1)).logits[:, ids.shape[1] - 1:-1].double()
+    z[..., FORBIDDEN] = -torch.inf
+    return z
+
+
+def tabular_gradient(log_pi, coef):
+    """Σ_answers coef[y, t]·(e_{y_t} − π(·|prefix)), summed into the prefix nodes: one flat vector."""
+    pi, parts = log_pi.exp(), []
+    for t in range(4):
+        score = torch.nn.functional.one_hot(ANSWER_IDS[:, t], pi.shape[-1]).double() - pi[:, t]
+        parts.append(torch.zeros(NODES[t], pi.shape[-1], dtype=torch.float64).index_add_(0, PREFIX[:, t], coef[:, t, None] * score).flatten())
+    return torch.cat(parts)
+
+
+def expected_gradient(log_pi, log_mu, reward, mode, cap=2.0):
+    """E over answers y ~ μ of w_t(y)·A_μ(y)·score_t(y) (mode "on_policy": μ = π, w = 1)."""
+    lp = log_pi.gather(-1, ANSWER_IDS[..., None])[..., 0]  # (1000, 4) log π of each answer's tokens
+    lm = lp if mode == "on_policy" else log_mu.gather(-1, ANSWER_IDS[..., None])[..., 0]
+    prob = lm.sum(1).exp()
+    prob = prob / prob.sum()  # μ over the 1,000 answers
+    advantage = reward - (prob * reward).sum()
+    seen = torch.isfinite(lm).all(1, keepdim=True).expand_as(lm)  # answers μ can emit (top-p cuts some)
+    if mode in ("on_policy", "none"):
+        weights = torch.ones_like(lp)
+    elif mode == "is":
+        weights = torch.where(seen, (lp - lm).sum(1, keepdim=True).exp().expand_as(lp), 0.0)
+    else:
+        weights, _, _ = rl.importance_correction(lp, torch.where(seen, lm, lp), seen, mode, cap)
+    return tabular_gradient(log_pi, (prob * advantage)[:, None] * weights)
+
+
+ESTIMATORS = ["none", "is", "token_truncate", "token_mask", "sequence_mask", "geometric_mask"]
+start = time.perf_counter()
+trainer_log_pi = {p.prompt: torch.log_softmax(answer_logits(policy, p.prompt), -1) for p in bias_prompts}
+rewards = {p.prompt: torch.tensor([float(a == p.answer) for a in ANSWERS], dtype=torch.float64) for p in bias_prompts}
+coverage = np.mean([trainer_log_pi[p.prompt].gather(-1, ANSWER_IDS[..., None])[..., 0].sum(1).exp().sum().item() for p in bias_prompts])
+g_star = torch.cat([expected_gradient(trainer_log_pi[p.prompt], None, rewards[p.prompt], "on_policy") for p in bias_prompts])
+bias = {}
+for name, (switches, lag) in SOURCES.items():
+    sampler_model = model_from(snapshots[-1 - lag])
+    if "precision" in switches:  # the sampler's weights rounded too, as rl.MismatchedSampler rounds them
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[switches["precision"]]
+        with torch.no_grad():
+            for weight in sampler_model.parameters():
+                weight.copy_(weight.to(dtype).float())
+    rounding = dict(dtype=switches.get("precision"), temperature=switches.get("temperature", 1.0), top_p=switches.get("top_p", 1.0))
+    log_mu = {p.prompt: torch.log_softmax(rl.sampler_log_probs(answer_logits(sampler_model, p.prompt), **rounding), -1)
+              for p in bias_prompts}
+    bias[name] = {}
+    for mode in ESTIMATORS:
+        g = torch.cat([expected_gradient(trainer_log_pi[p.prompt], log_mu[p.prompt], rewards[p.prompt], mode) for p in bias_prompts])
+        bias[name][mode] = ((g - g_star).norm() / g_star.norm()).item(), torch.nn.functional.cosine_similarity(g, g_star, 0).item()
+print(f"the 1,000 answers hold {coverage:.4f} of the trainer's probability (mean over {len(bias_prompts)} prompts); "
+      f"{time.perf_counter() - start:.0f} s")
+print("relative bias ‖E ĝ − g*‖/‖g*‖ (cosine with g*), cap C = 2")
+print(f"{'sampler':<11}" + "".join(f"{m:>17}" for m in ESTIMATORS))
+for name, row in bias.items():
+    print(f"{name:<11}" + "".join(f"{b:>9.3f} ({c:+.2f})" for b, c in row.values()))
+
+# %% [markdown]
+# The table is exact (sums over the 1,000 answers; nothing is sampled), and it already predicts most of
+# what training will show.
+#
+# * **Full importance sampling** ("is") would be exactly unbiased over all completions; over the 1,000
+#   answers it is close (a bias of at most 0.094, for the hot sampler, which puts more of its mass on
+#   malformed answers outside the sums). Under top-$p$ it cannot be unbiased: an answer the sampler never
+#   emits has no sample to weight.
+# * **Precision**: the uncorrected bias is 0.008 for bf16 and 0.002 for fp16.
+# * **Staleness**: the uncorrected bias grows with the lag, from 0.17 at one step to 0.54 at eight. TIS cuts
+#   it to 0.026 at one step but only to 0.34 at eight: the cap leaves the large ratios of a far-off sampler
+#   uncorrected. The masks drop whole tokens or whole answers, and at lags of two and four their bias
+#   exceeds the uncorrected one, although their direction stays within about 40 degrees of $g^*$ (a cosine
+#   of at least 0.75).
+# * **A cold sampler and top-p**: the bias is large and no capped weight removes it, because the weight that
+#   would (a large $\rho$ on the tokens the sampler rarely or never draws) is exactly the one the cap cuts.
+#
+# On the expected gradient alone, then, a mask looks no better than no correction.
+# Training will disagree (§14.4): the expectation is not the whole story.
+
+# %%
+rl.claim("a bias of at most 0.094", max(bias[name]["is"][0] for name in SOURCES if name != "top-p 0.8"), 0.094, abs=5e-4)
+rl.claim("for the hot sampler", max(bias[name]["is"][0] for name in SOURCES if name != "top-p 0.8"), bias["T_s = 1.5"]["is"][0], abs=0)
+rl.claim("Under top-$p$ it cannot be unbiased", bias["top-p 0.8"]["is"][0], low=0.1)
+rl.claim("0.008 for bf16", bias["bf16"]["none"][0], 0.008, abs=5e-4)
+rl.claim("0.002 for fp16", bias["fp16"]["none"][0], 0.002, abs=5e-4)
+rl.claim("from 0.17 at one step", bias["lag 1"]["none"][0], 0.17, abs=5e-3)
+rl.claim("to 0.54 at eight", bias["lag 8"]["none"][0], 0.54, abs=5e-3)
+rl.claim("TIS cuts it to 0.026 at one step", bias["lag 1"]["token_truncate"][0], 0.026, abs=5e-4)
+rl.claim("only to 0.34 at eight", bias["lag 8"]["token_truncate"][0], 0.34, abs=5e-3)
+rl.claim("their bias exceeds the uncorrected one", min(bias[f"lag {k}"][m][0] - bias[f"lag {k}"]["none"][0]
+                                                        for k in (2, 4) for m in ("token_mask", "sequence_mask")), low=1e-9)
+rl.claim("a cosine of at least 0.75", min(bias[f"lag {k}"][m][1] for k in (1, 2, 4, 8) for m in ("token_mask", "sequence_mask")), 0.75, abs=5e-3)
+rl.claim("no capped weight removes it", min(bias[name][m][0] / bias[name]["none"][0] for name in ("T_s = 0.5", "top-p 0.8")
+                                            for m in ("token_truncate", "token_mask")), low=0.7)
+
+# %% [markdown]
+# ## 14.4 Training with a sampler that is not the policy
+#
+# Now the runs. Chapter 9's recipe for 60 steps (64 prompts × 8 completions, $\mu = 1$, no KL penalty), with
+# one switch changed per condition. First one seed here, live: no mismatch, a sampler 8 steps stale, and
+# the same stale sampler with TIS. The trainer logs the mismatch it sees (`sampler_kl`, the $k_3$ estimate
+# of $\mathrm{KL}(\mu\,\|\,\pi)$ per token) and the share of tokens the cap truncates.
+
+# %%
+LIVE = {"no mismatch": {}, "lag 8": dict(sampler_lag=8), "lag 8 + TIS": dict(sampler_lag=8, is_correction="token_truncate")}
+held_out = task.held_out_problems(500)
+live = {}
+for name, switches in LIVE.items():
+    model = copy.deepcopy(sft_policy)
+    start = time.perf_counter()
+    hist = rl.train_grpo(model, tok, task, rl.GRPOConfig(num_steps=60, seed=0, **switches), progress=False)
+    live[name] = (hist, rl.evaluate(model, tok, held_out, num_samples=16, k=8, seed=1))
+    print(f"{name:<13} held-out pass@1 {live[name][1]['pass@1']:.3f}, greedy {live[name][1]['greedy_accuracy']:.3f}; "
+          f"{time.perf_counter() - start:.0f} s")
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.3), dpi=80)
+for k, (name, (hist, _)) in enumerate(live.items()):
+    axes[0].plot(hist["reward"], color=f"C{k}", label=name)
+    if "sampler_kl" in hist:
+        axes[1].plot(hist["sampler_kl"], color=f"C{k}", label=name)
+    axes[2].plot(hist["kl"], color=f"C{k}", label=name)
+axes[0].set_ylabel("training reward (the sampler's samples)")
+axes[1].set_ylabel("KL(μ ‖ π) per token (k3)")
+axes[2].set_ylabel("KL(π ‖ π_start) per token (k3)")
+axes[2].set_yscale("log")
+for ax in axes:
+    ax.set_xlabel("GRPO step")
+    ax.legend(fontsize=7)
+plt.tight_layout();
+
+# %% [markdown]
+# On this seed the stale sampler ends far below the on-policy run, and TIS brings it back. The middle panel
+# shows why the uncorrected run is unstable rather than merely slow: the mismatch it trains on feeds on
+# itself. A stale token the policy has since learned to avoid has $\pi \ll \mu$; uncorrected, a negative
+# advantage pushes its log-probability down further with the full score $e_a - \pi$, the policy moves
+# further from the stale sampler, and the next batch is more off-policy still. Every correction
+# down-weights or drops exactly those tokens ($\rho \ll 1$), which is why the masks help in training although
+# their *expected* gradient in §14.3 was no better. One seed shows a mechanism, not a
+# conclusion, so `benchmarks/mismatch_training.py` ran sixteen conditions on ten paired seeds (seed $s$
+# of every condition starts from the same supervised model and draws from the same generator), and the
+# chapter reads its stored results. Held-out pass@1 is measured on the *trainer's* policy at $T = 1$, on 500
+# problems × 16 samples.
+
+# %%
+bench = rl.benchmark_results("mismatch_training")
+seed_gaps = [r["pass@1"] - q["pass@1"] for r in bench["runs"] if r["condition"] == "lag8_tis"
+             for q in bench["runs"] if q["condition"] == "on_policy" and q["seed"] == r["seed"]]
+rl.claim("ends far below the on-policy run", live["no mismatch"][1]["pass@1"] - live["lag 8"][1]["pass@1"], low=0.1)
+# "brings it back": within the largest TIS − on-policy gap of the ten stored seeds (the measured spread)
+rl.claim("TIS brings it back", abs(live["lag 8 + TIS"][1]["pass@1"] - live["no mismatch"][1]["pass@1"]), high=max(abs(g) for g in seed_gaps))
+runs, conditions = bench["runs"], list(bench["conditions"])
+per_seed = {c: np.array([r["pass@1"] for r in runs if r["condition"] == c]) for c in conditions}
+greedy = {c: np.array([r["greedy_accuracy"] for r in runs if r["condition"] == c]) for c in conditions}
+share = {c: np.array([r["truncated"] + r["masked"] for r in runs if r["condition"] == c]) for c in conditions}
+print(f"{len(bench['seeds'])} paired seeds, {bench['num_steps']} steps each ({bench['command']}; torch {bench['torch']})")
+print(f"{'condition':<15}{'pass@1 [95 % CI]':>24}{'greedy':>8}{'sampler KL':>12}{'tokens cut/reweighted':>23}")
+for c in conditions:
+    mean, low, high = rl.mean_ci(per_seed[c])
+    kl = np.mean([r["sampler_kl"] for r in runs if r["condition"] == c])
+    print(f"{c:<15}{mean:>8.3f} [{low:.3f}, {high:.3f}]{greedy[c].mean():>8.3f}{kl:>12.4f}{share[c].mean():>23.3f}")
+
+# %%
+def versus(a, b):
+    return rl.compare(per_seed[a], per_seed[b], names=(a, b))
+
+
+comparisons = {(a, b): versus(a, b) for a, b in [
+    ("lag1", "on_policy"), ("lag2", "on_policy"), ("lag4", "on_policy"), ("lag8", "on_policy"),
+    ("lag8_tis", "lag8"), ("lag8_mis", "lag8"), ("lag8_seq_mask", "lag8"), ("lag8_geo_mask", "lag8"),
+    ("lag8_tis", "on_policy"), ("lag8_tis", "lag8_mis"), ("lag8_tis", "lag8_geo_mask"),
+    ("bf16", "on_policy"), ("fp16", "on_policy"), ("temp0.5", "on_policy"), ("temp0.5_tis", "temp0.5"),
+    ("top_p0.8", "on_policy"), ("top_p0.8_tis", "top_p0.8"), ("temp1.5", "on_policy")]}
+for c in comparisons.values():
+    print(c)
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), dpi=80, gridspec_kw={"width_ratios": [3, 2]})
+order = conditions
+for k, c in enumerate(order):
+    mean, low, high = rl.mean_ci(per_seed[c])
+    color = "C0" if c == "on_policy" else ("C3" if "_" not in c or c in ("top_p0.8", "temp0.5", "temp1.5") else "C2")
+    axes[0].errorbar([k], [mean], yerr=[[mean - low], [high - mean]], fmt="o", color=color, capsize=3)
+    axes[0].scatter(np.full(len(per_seed[c]), k) + 0.2, per_seed[c], s=5, color=color, alpha=0.4)
+axes[0].axhline(per_seed["on_policy"].mean(), color="C0", lw=0.8, ls=":")
+axes[0].set_xticks(range(len(order)), order, rotation=60, fontsize=7)
+axes[0].set_ylabel("held-out pass@1 (trainer's policy)")
+axes[0].set_title("mean, 95 % CI and seeds; blue: no mismatch, red: uncorrected, green: corrected", fontsize=8)
+steps = np.arange(bench["num_steps"])
+for k, c in enumerate(("lag8_tis", "lag8_mis", "lag8_seq_mask", "lag8_geo_mask")):
+    key = "is_truncated_fraction" if c == "lag8_tis" else "is_masked_fraction"
+    curve = np.mean([r["curves"][key] for r in runs if r["condition"] == c], axis=0)
+    axes[1].plot(steps, curve, color=f"C{k}", label=c)
+axes[1].set_xlabel("GRPO step")
+axes[1].set_ylabel("share of tokens truncated / masked")
+axes[1].set_title("mean over the ten seeds", fontsize=8)
+axes[1].legend(fontsize=7)
+plt.tight_layout();
+
+# %% [markdown]
+# What ten seeds show, condition by condition:
+#
+# * **Staleness hurts, and it hurts early.** Even one step of lag lowers pass@1, and the loss grows with the
+#   lag: eight steps cost 0.36 of pass@1, with a wide spread across seeds (some seeds collapse, with the
+#   KL from the start exploding). The stale runs also train on a larger mismatch than the corrected ones
+#   (the sampler-KL column): uncorrected, the drift feeds on itself.
+# * **Every correction repairs most of it.** TIS, token masking, the sequence mask and the geometric mask
+#   all beat the uncorrected stale run. TIS does best: it comes back to within about a point and a half of
+#   on-policy training, still below it (the interval excludes zero). TIS beats token masking and the
+#   geometric mask; the geometric mean hides a single far-off token inside a long answer's average, and
+#   recovers least.
+# * **Precision makes no difference detected at this scale**, for bf16 and for fp16: their exact bias was
+#   a percent or less (§14.3), far below what sixty steps can feel.
+# * **A cold sampler and a top-p sampler hurt, and TIS does not help**: for both, the difference TIS makes
+#   is no difference detected at this scale, as §14.3's exact bias predicted. The greedy accuracy stays
+#   where on-policy training puts it: the policy learns the right answer, but the tail the sampler never
+#   shows it is never pushed down, so sampling at $T = 1$ keeps drawing it.
+# * **A hotter sampler** ($T_s = 1.5$) ends slightly above on-policy training at $T = 1$: its samples show the
+#   trainer more of the tail to push down.
+
+# %%
+rl.claim_comparison("Even one step of lag lowers pass@1", comparisons["lag1", "on_policy"], "<")
+drop = {k: -comparisons[f"lag{k}", "on_policy"].mean_diff for k in (1, 2, 4, 8)}  # pass@1 lost to a lag of k steps
+rl.claim("the loss grows with the lag", min(drop[b] - drop[a] for a, b in ((1, 2), (2, 4), (4, 8))), low=1e-9)
+rl.claim("eight steps cost 0.36 of pass@1", drop[8], 0.36, abs=5e-3)
+sampler_kl = {c: np.array([r["sampler_kl"] for r in runs if r["condition"] == c]) for c in conditions}
+rl.claim_comparison("train on a larger mismatch than the corrected ones", rl.compare(sampler_kl["lag8"], sampler_kl["lag8_tis"],
+                                                                                    names=("lag 8's sampler KL", "lag 8 + TIS's")), ">")
+lag8_runs = [r for r in runs if r["condition"] == "lag8"]
+rl.claim("some seeds collapse", sum(r["max_kl"] > 10 for r in lag8_runs), low=1, high=len(lag8_runs) - 1)
+for fix in ("lag8_tis", "lag8_mis", "lag8_seq_mask", "lag8_geo_mask"):
+    rl.claim_comparison("all beat the uncorrected stale run", comparisons[fix, "lag8"], ">")
+rl.claim_comparison("still below it (the interval excludes zero)", comparisons["lag8_tis", "on_policy"], "<")
+rl.claim("within about a point and a half", -comparisons["lag8_tis", "on_policy"].mean_diff, 0.015,
+         abs=(comparisons["lag8_tis", "on_policy"].ci_high - comparisons["lag8_tis", "on_policy"].ci_low) / 2)
+rl.claim_comparison("TIS beats token masking", comparisons["lag8_tis", "lag8_mis"], ">")
+rl.claim_comparison("and the geometric mask", comparisons["lag8_tis", "lag8_geo_mask"], ">")
+rl.claim("recovers least", per_seed["lag8_geo_mask"].mean() - max(per_seed[c].mean() for c in ("lag8_tis", "lag8_mis", "lag8_seq_mask")),
+         high=0.0)
+rl.claim_comparison("Precision makes no difference detected at this scale", comparisons["bf16", "on_policy"], "none")
+rl.claim_comparison("for bf16 and for fp16", comparisons["fp16", "on_policy"], "none")
+rl.claim_comparison("A cold sampler and a top-p sampler hurt", comparisons["temp0.5", "on_policy"], "<")
+rl.claim_comparison("and a top-p sampler hurt", comparisons["top_p0.8", "on_policy"], "<")
+rl.claim_comparison("the difference TIS makes is no difference detected", comparisons["temp0.5_tis", "temp0.5"], "none")
+rl.claim_comparison("TIS makes is no difference detected at this scale", comparisons["top_p0.8_tis", "top_p0.8"], "none")
+rl.claim("The greedy accuracy stays", max(abs(greedy[c].mean() - greedy["on_policy"].mean()) for c in ("temp0.5", "top_p0.8")), high=0.01)
+rl.claim_comparison("ends slightly above on-policy training", comparisons["temp1.5", "on_policy"], ">")
+
+# %% [markdown]
+# ## 14.5 Fixes at the source
+#
+# The corrections are a repair for a mismatch that is already there. Where the mismatch comes from a
+# setting, the better fix is to remove it, and for two of the four sources nothing else works:
+#
+# * **Truncation** cannot be corrected by any weight: a token the sampler never draws has no sample to
+#   reweight, and the trainer keeps its probability. Either sample without top-$p$/top-$k$ during RL, or apply
+#   the same truncation in the trainer's log-probabilities (score with the renormalised $\mu$'s support;
+#   vLLM can return the processed log-probabilities for exactly this).
+# * **Temperature**: score the tokens at the temperature they were sampled at. In rlbook that means
+#   `GRPOConfig(temperature=T)` rather than `sampler_temperature=T`: one number used in both places, as TRL
+#   does with its single `temperature`.
+# * **Precision**: sample and train in the same format. Qi et al. 2025 found that switching *both* to fp16,
+#   whose 10-bit mantissa keeps 8 times finer steps than bf16's 7, removes most of the mismatch of large
+#   runs. On this model, fp16's bias is a quarter of bf16's (§14.3).
+# * **Staleness**: bound the lag (AReaL's maximum staleness $\eta$), or update the sampler's weights in
+#   flight, between tokens of a generation (PipelineRL), and correct what remains with TIS.
+#
+# Precision made no difference here; where does it start to? Rounding error is relative to the logit, so
+# it grows with the logits' size, and real models' logits sit far from zero, while this model's are
+# small. The explorer below computes the exact bias of the uncorrected and corrected estimators on ten
+# tokens, and its offset slider shifts all logits by a constant (softmax ignores the shift, rounding does
+# not). The cell below reads the bias it gives for bf16 at growing offsets.
+
+# %%
+from rlbook.widgets.mismatch_explorer import FIGSIZE as MISMATCH_FIGSIZE
+from rlbook.widgets.mismatch_explorer import mismatch_explorer, mismatch_numbers, mismatch_readout, plot_mismatch
+
+offsets = [0.0, 10.0, 30.0, 100.0, 300.0]
+bf16_bias = [mismatch_numbers(precision="bf16", offset=o)["moments"]["uncorrected"]["bias_norm"] for o in offsets]
+print("bf16, uncorrected ‖bias‖ against the logit offset: "
+      + ", ".join(f"{o:g}: {b:.4f}" for o, b in zip(offsets, bf16_bias)))
+
+# %% [markdown]
+# At this model's scale (offset 0) the bf16 bias is nothing; as the logits move away from zero it grows: from 0.0008 at offset 0 to 0.079 at 300, more than twice the bias of a sampler at $T_s = 0.7$ in
+# the same setting (printed under the figure below). That is the scale at which the precision mismatch
+# matters, and why it shows in large models and not here.
+#
+# **Explore.** The `mismatch` explorer (also `rlbook explore mismatch`) sets a trainer distribution over ten
+# tokens and a sampler with its own temperature, top-$p$ and precision. It draws the two distributions,
+# the ratio $\rho = \pi/\mu$ against the band $[1/C, C]$, and the exact bias and variance of the uncorrected,
+# importance-weighted, TIS and MIS estimators as the cap $C$ moves: a larger cap trades bias for variance,
+# and under top-$p$ no cap removes the bias. The static figure shows $T_s = 0.7$, top-$p$ 1, fp32, $C = 2$.
+
+# %%
+rl.claim("fp16's bias is a quarter of bf16's", bias["fp16"]["none"][0] / bias["bf16"]["none"][0], 0.25, abs=0.05)
+rl.claim("At this model's scale (offset 0) the bf16 bias is nothing", bf16_bias[0], high=1e-3)
+rl.claim("more than twice the bias of a sampler at", bf16_bias[-1] / mismatch_numbers(temperature=0.7)["moments"]["uncorrected"]["bias_norm"], low=2.0)
+rl.claim("from 0.0008 at offset 0", bf16_bias[0], 0.0008, abs=5e-5)
+rl.claim("to 0.079 at 300", bf16_bias[-1], 0.079, abs=5e-4)
+
+# %%
+fig, axes = plt.subplots(2, 2, figsize=MISMATCH_FIGSIZE)
+plot_mismatch(0.7, 1.0, "fp32", 2.0, axes=axes.flatten())
+fig.tight_layout()
+print(mismatch_readout(0.7, 1.0, "fp32", 2.0)[0]);
+
+# %%
+try:
+    display(mismatch_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
+except ImportError:
+    print("ipywidgets is not installed: the static figure above shows the explorer at T_s = 0.7, C = 2")
+
+# %% [markdown]
+# ## 14.6 In TRL
+#
+# TRL's `GRPOTrainer` applies a correction whenever it samples with vLLM, and by default:
+# `vllm_importance_sampling_correction=True` with `vllm_importance_sampling_mode="sequence_mask"` and a cap
+# of 3, on the product ratio $\rho_{\text{seq}}$ of (14.3). `rl.bridge.to_trl_config` maps the book's settings to
+# TRL's: `is_correction` "token_truncate", "token_mask", "sequence_truncate" and "sequence_mask" to the mode
+# of the same name with the band $[1/C, C]$ (or $\min(\rho, C)$), and "none" to
+# `vllm_importance_sampling_correction=False`; `sampler_top_p` and `sampler_top_k` to TRL's `top_p` and
+# `top_k`, which TRL applies where it samples and not where it scores, the truncation mismatch of §14.2.
+# It refuses by name what TRL cannot express: the geometric-mean masks, a sampler temperature other
+# than the trainer's, a sampler precision and a lag. The losses and gradients of the four mapped modes
+# equal TRL's to 1e-6 (`tests/test_bridge.py`). Two practical notes from TRL's and verl's issue trackers:
+#
+# * a *negative* logged KL, or a clip fraction of exactly zero with $\mu = 1$, is what a mismatch looks like
+#   from the trainer's side: the old log-probabilities the clip compares with are the trainer's, not the
+#   sampler's (§14.2's $\log\rho$ is what to log instead, as `sampler_log_ratio_mean` here);
+# * the product ratio of a long completion drifts far from 1 even when every token's ratio is close, so
+#   a sequence mask with a small cap drops most long answers: watch the masked share.
+#
+# ## Summary
+#
+# * A production sampler differs from the trainer's policy by precision, temperature, truncation and
+#   staleness, (14.1). Each is one `GRPOConfig` switch here, and the trainer logs the mismatch it sees.
+# * Token by token, precision moves log-probabilities by hundredths of a nat on this model, temperature and
+#   top-$p$ by tenths, staleness by more as the lag grows, on the tokens the policy has just learned to avoid.
+# * The bias of the uncorrected gradient, computed exactly over the model's 1,000 answers, grows with the
+#   lag; TIS reduces it, less as the lag grows; no capped weight repairs a cold or truncated sampler. The
+#   expected gradient does not tell the whole story: masks, no better in expectation, repair training
+#   because they drop the far-off tokens that make the uncorrected run drift.
+# * Over ten paired seeds: staleness degraded training at every lag tried (eight steps cost about a third
+#   of pass@1) and all four corrections repaired most of it, TIS best; bf16 and fp16 made no difference
+#   detected at this scale; a cold or top-$p$ sampler hurt and TIS did not help: those need a fix at the
+#   source.
+
+# %%
+rl.claim_comparison("staleness degraded training at every lag tried", comparisons["lag1", "on_policy"], "<")
+rl.claim_comparison("all four corrections repaired most of it", comparisons["lag8_geo_mask", "lag8"], ">")
+rl.claim("repaired most of it", min(per_seed[c].mean() - per_seed["lag8"].mean() for c in ("lag8_tis", "lag8_mis", "lag8_seq_mask", "lag8_geo_mask"))
+         / (per_seed["on_policy"].mean() - per_seed["lag8"].mean()), low=0.5)
+rl.claim_comparison("a cold or top-$p$ sampler hurt and TIS did not help", comparisons["top_p0.8_tis", "top_p0.8"], "none")
+rl.report_headline(f"Mismatch: lag 8 − on-policy pass@1 {comparisons['lag8', 'on_policy'].mean_diff:+.3f} "
+                   f"[{comparisons['lag8', 'on_policy'].ci_low:+.3f}, {comparisons['lag8', 'on_policy'].ci_high:+.3f}]; "
+                   f"TIS − uncorrected {comparisons['lag8_tis', 'lag8'].mean_diff:+.3f} "
+                   f"[{comparisons['lag8_tis', 'lag8'].ci_low:+.3f}, {comparisons['lag8_tis', 'lag8'].ci_high:+.3f}] "
+                   f"({len(bench['seeds'])} paired seeds)")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. *(By hand.)* Show that for a sampler that truncates to top-$p$, $\mathbb E_\mu[\rho] = 1 - m$, where $m$ is the
+#    trainer's probability of the cut tokens. What does a logged mean ratio below 1 tell you?
+# 2. In §14.3, raise the cap $C$ of TIS from 2 to 4, 8 and 16 for the lag-8 sampler. How does the relative
+#    bias move? At what cap is it half of the $C = 2$ value?
+# 3. Show that the product ratio $\rho_{\text{seq}}$ of a completion whose tokens all have $\log\rho_t = \delta$ is
+#    $e^{|o|\delta}$, and find the longest completion a sequence mask with $C = 3$ keeps when $\delta = 0.05$.
+#    What does the geometric mean do instead?
+# 4. Compute §14.3's table for a sampler that is both 4 steps stale and at $T_s = 1.5$. Are the biases of the
+#    two sources additive?
+# 5. *(A longer run.)* Run `benchmarks/mismatch_training.py --conditions on_policy lag8 lag8_tis` with
+#    `GRPOConfig(num_inner_epochs=4)` in its config (four passes per batch, as chapter 9's second run).
+#    Does the PPO clip, now active, protect the stale run?
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+#
+# ### Solution to exercise 1
+#
+# $\mathbb E_\mu[\rho] = \sum_{a:\,\mu(a)>0}\mu(a)\,\pi(a)/\mu(a) = \sum_{a \text{ kept}}\pi(a) = 1 - m$. A logged mean
+# ratio below 1 says that the sampler cuts (or nearly never draws) tokens the trainer gives mass to: the
+# trainer's probability of tokens it never sees. The cell checks it on the top-$p$ sampler of §14.2.
+
+# %% tags=["solution"]
+s = token_stats["top-p 0.8"]
+print(f"top-p 0.8: mean ratio over the sampled tokens {s['ratio_mean']:.4f} (below 1: the trainer's mass on the cut tokens)")
+z = torch.tensor([2.0, 1.0, 0.5, -1.0], dtype=torch.float64)
+mu = rl.sampler_log_probs(z, top_p=0.8).exp()
+pi = torch.softmax(z, -1)
+print(f"exactly, on four tokens: E_μ[ρ] = {(mu[mu > 0] * (pi / mu)[mu > 0]).sum().item():.6f}, "
+      f"1 − m = {1 - pi[mu == 0].sum().item():.6f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 2
+#
+# A larger cap lets more of the large ratios through, so the bias falls towards full importance sampling's
+# (near zero); the variance, not computed here, rises. The cell prints the relative bias for each cap.
+
+# %% tags=["solution"]
+stale = model_from(snapshots[-1 - 8])
+stale_log_mu = {p.prompt: torch.log_softmax(answer_logits(stale, p.prompt), -1) for p in bias_prompts}
+for cap in (2.0, 4.0, 8.0, 16.0):
+    g = torch.cat([expected_gradient(trainer_log_pi[p.prompt], stale_log_mu[p.prompt], rewards[p.prompt], "token_truncate", cap)
+                   for p in bias_prompts])
+    print(f"C = {cap:>4g}: relative bias {((g - g_star).norm() / g_star.norm()).item():.3f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 3
+#
+# $\rho_{\text{seq}} = \prod_t e^{\delta} = e^{|o|\delta}$. The mask keeps it while $e^{|o|\delta} \le 3$, that is
+# $|o| \le \ln 3/\delta = 21.97$: 21 tokens at $\delta = 0.05$. The geometric mean is $e^{\delta}$ whatever the
+# length, so it keeps every such completion: it does not punish length, but it also averages one far-off
+# token away in a long answer.
+
+# %% tags=["solution"]
+delta = 0.05
+lengths = np.arange(1, 40)
+kept = lengths[np.exp(lengths * delta) <= 3.0]
+print(f"longest completion the sequence mask keeps at δ = {delta}: {kept.max()} tokens (ln 3 / δ = {np.log(3) / delta:.2f})")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 4
+#
+# Build the sampler from the snapshot 4 steps back with `temperature=1.5` and rerun the loop of §14.3. The
+# biases are not additive: the norm of a sum of two bias vectors is at most the sum of their norms, and the
+# two sources push in partly different directions. The cell prints both.
+
+# %% tags=["solution"]
+combined = model_from(snapshots[-1 - 4])
+combined_log_mu = {p.prompt: torch.log_softmax(rl.sampler_log_probs(answer_logits(combined, p.prompt), temperature=1.5), -1)
+                   for p in bias_prompts}
+g = torch.cat([expected_gradient(trainer_log_pi[p.prompt], combined_log_mu[p.prompt], rewards[p.prompt], "none") for p in bias_prompts])
+print(f"lag 4 and T_s = 1.5 together: relative bias {((g - g_star).norm() / g_star.norm()).item():.3f}; "
+      f"alone: {bias['lag 4']['none'][0]:.3f} and {bias['T_s = 1.5']['none'][0]:.3f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 5
+#
+# With four passes per batch the ratio $\pi_\theta/\pi_{\text{old}}$ moves within a batch and the clip acts, but it
+# compares with the *trainer's* $\pi_{\text{old}}$, not with the stale sampler's $\mu$: it bounds how far one batch
+# moves the policy, not how far the tokens are from it. Expect the stale run to stay below the on-policy
+# one, and TIS to repair it again; the run takes about 20 minutes on two cores, and we have not stored it.
