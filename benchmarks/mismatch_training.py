@@ -63,8 +63,7 @@ CONDITIONS = {
     "bf16": dict(sampler_precision="bf16"),
     "fp16": dict(sampler_precision="fp16"),
 }
-CURVES = ("reward", "kl", "entropy", "sampler_kl", "sampler_out_of_band_fraction", "is_truncated_fraction",
-          "is_masked_fraction")
+CURVES = ("reward", "sampler_kl", "sampler_out_of_band_fraction", "is_truncated_fraction", "is_masked_fraction")
 
 
 def one_run(job) -> dict:
@@ -87,7 +86,7 @@ def one_run(job) -> dict:
     def mean(key):
         return float(np.nanmean(hist[key])) if key in hist else 0.0
 
-    curves = {key: [round(float(v), 5) for v in hist[key]] for key in CURVES if key in hist}
+    curves = {key: [round(float(v), 4) for v in hist[key]] for key in CURVES if key in hist}
     return {"seed": seed, "condition": name, "pass@1": float(after["pass@1"]),
             "greedy_accuracy": float(after["greedy_accuracy"]), "final_kl": float(hist["kl"][-1]),
             "max_kl": float(np.max(hist["kl"])), "sampler_kl": mean("sampler_kl"),

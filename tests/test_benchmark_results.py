@@ -1,4 +1,4 @@
-"""The per-seed benchmark results that chapters 3, 7, 9, 12 and 13 compare from (``rl.benchmark_results``).
+"""The per-seed benchmark results that chapters 3, 7, 9, 12, 13 and 14 compare from (``rl.benchmark_results``).
 
 Each shipped file must hold one value per seed for every method the chapter names, in seed order,
 so that ``rl.compare`` pairs seed k with seed k; and the command that wrote it must be recorded.
@@ -71,3 +71,30 @@ def test_overoptimisation_keeps_ten_seeds_of_curves():
             curve = r[name]
             assert len(curve["d"]) == len(curve["gold"]) == len(curve["proxy"]) >= 10
             assert all(math.isfinite(x) for x in curve["gold"] + curve["proxy"] + curve["d"])
+
+
+def test_mismatch_training_keeps_every_paired_seed_and_its_table_follows_from_them():
+    """Chapter 14 compares from the per-seed runs: every condition on the same ten seeds, finite values,
+    the sampler's mismatch zero exactly when the policy samples itself, and the stored table and paired
+    comparisons recomputed from the runs (so a hand-edited summary fails)."""
+    saved = rl.benchmark_results("mismatch_training")
+    seeds, conditions = saved["seeds"], list(saved["conditions"])
+    assert len(seeds) >= 10 and saved["command"].startswith("python benchmarks/mismatch_training.py") and "--save" in saved["command"]
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for key in ("pass@1", "greedy_accuracy", "final_kl", "sampler_kl"):
+            assert all(math.isfinite(r[key]) for r in runs), (c, key)
+        assert saved["table"][c]["pass@1"] == pytest.approx(list(rl.mean_ci([r["pass@1"] for r in runs])), abs=1e-12)
+        mismatched = any(k.startswith("sampler_") for k in saved["conditions"][c])
+        precision_only = set(saved["conditions"][c]) == {"sampler_precision"}
+        if not mismatched:
+            assert all(r["sampler_kl"] == 0.0 for r in runs), c
+        elif not precision_only:  # rounding alone moves log-probs by less than the stored 4 decimals at times
+            assert all(r["sampler_kl"] > 0 for r in runs), c
+        assert all(len(r["curves"]["reward"]) == saved["num_steps"] for r in runs), c
+    for key, stored in saved["comparisons_pass1"].items():
+        a, b = key.split(" - ")
+        comparison = rl.compare([r["pass@1"] for r in by[a]], [r["pass@1"] for r in by[b]])
+        assert (comparison.mean_diff, comparison.ci_low, comparison.ci_high) == pytest.approx(
+            (stored["mean_diff"], stored["ci_low"], stored["ci_high"]), abs=1e-12)
