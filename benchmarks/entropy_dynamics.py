@@ -1,0 +1,197 @@
+"""Entropy, length and reward over training: the GRPO family, the entropy-management switches and spurious
+rewards, on paired seeds (data for the chapter on what RL does to a policy; issue 23).
+
+Setting (every run): chapter 10's scratchpad addition task (2 digits, half the supervised answers show
+their working, 24 new tokens), the seed's supervised model (``SFTConfig(seed=s)``, model seed s,
+cached under ``runs/checkpoints/bench_scratchpad_sft_seed{s}`` as ``benchmarks/grpo_variants.py``
+caches it), then ``rl.train_grpo`` at grpo_variants' common settings (32 prompts × G = 8, two
+minibatches, one pass) up to a budget of ``BUDGET`` generated completions; one torch thread. The
+conditions, one configuration each:
+
+  grpo_b0                GRPO without a KL penalty (β = 0)
+  grpo_b0_clip_higher    the same with DAPO's clip-higher alone (ε_high = 0.28)
+  dr_grpo, dapo, cispo, gspo      the published recipes (``GRPOConfig.recipe``)
+  grpo_b0_entropy_bonus  grpo_b0 + entropy bonus, ``entropy_coef`` = ``ENTROPY_COEF``
+  grpo_b0_clip_cov       grpo_b0 + Clip-Cov (Cui et al. 2025, arXiv:2505.22617, their defaults)
+  grpo_b0_kl_cov         grpo_b0 + KL-Cov (same paper)
+  grpo_b0_top20_entropy  grpo_b0 trained on the top-20 % highest-entropy tokens only
+                         (Wang et al. 2025, arXiv:2506.01939; ``top_entropy_quantile=0.2``)
+  random_reward          grpo_b0 on a reward that ignores the answer: Bernoulli(½), seeded
+  format_reward          grpo_b0 on the task's format reward alone (Shao et al. 2025, arXiv:2506.10947)
+
+Recorded per run: held-out pass@1, pass@8 and greedy accuracy by the true verifier (300 problems × 16
+samples, evaluation seed 1), pass@64 on 100 problems × 64 samples (a curve's far end), and per step the
+mean token entropy of the sampled completions, the completion length and the training reward. The
+supervised model's own numbers are recorded once per seed (``before``).
+
+    python benchmarks/entropy_dynamics.py --seeds 0 1 2 3 4 5 6 7 8 9 --workers 2 --save   # rlbook/data/entropy_dynamics.json
+    python benchmarks/entropy_dynamics.py --seeds 0 --conditions grpo_b0 random_reward
+
+One thread per run; runs repeat exactly on one machine, another CPU changes float order and so the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import time
+
+import numpy as np
+
+BUDGET = 10240
+ENTROPY_COEF = 0.01
+COMMON = dict(prompts_per_step=32, group_size=8, max_new_tokens=24, num_steps=1000, num_minibatches=2, device="cpu")
+CONDITIONS = {
+    "grpo_b0": (None, dict(kl_coef=0.0)),
+    "grpo_b0_clip_higher": (None, dict(kl_coef=0.0, clip_eps_high=0.28)),
+    "dr_grpo": ("dr_grpo", {}),
+    "dapo": ("dapo", {}),
+    "cispo": ("cispo", {}),
+    "gspo": ("gspo", {}),
+    "grpo_b0_entropy_bonus": (None, dict(kl_coef=0.0, entropy_coef=ENTROPY_COEF)),
+    "grpo_b0_clip_cov": (None, dict(kl_coef=0.0, entropy_control="clip_cov")),
+    "grpo_b0_kl_cov": (None, dict(kl_coef=0.0, entropy_control="kl_cov")),
+    "grpo_b0_top20_entropy": (None, dict(kl_coef=0.0, top_entropy_quantile=0.2)),
+    "random_reward": (None, dict(kl_coef=0.0)),
+    "format_reward": (None, dict(kl_coef=0.0)),
+}
+CURVES = ("entropy", "completion_length", "reward", "pass@1")
+
+
+class RandomReward:
+    """The task with its reward replaced by a coin flip that ignores the answer (seeded, so runs repeat)."""
+
+    def __init__(self, task, seed: int):
+        self.task, self.rng = task, np.random.default_rng(10_000 + seed)
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def reward(self, prompt, completion):
+        return float(self.rng.random() < 0.5)
+
+
+class FormatReward:
+    """The task with its reward replaced by its format reward (well-formed answer: 1, whatever the sum)."""
+
+    def __init__(self, task):
+        self.task = task
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def reward(self, prompt, completion):
+        return float(self.task.format_reward(prompt, completion))
+
+
+def setup(seed: int):
+    import torch
+
+    import rlbook as rl
+
+    torch.set_num_threads(1)
+    task = rl.lm.ScratchpadAdditionTask(num_digits=2, held_out_fraction=0.1, seed=0, scratchpad_prob=0.5)
+    tok = rl.lm.build_char_tokenizer(task.alphabet)
+    checkpoint = rl.runs_dir() / "checkpoints" / f"bench_scratchpad_sft_seed{seed}"
+    policy, _, _ = rl.lm.load_or_train_sft(tok, task, rl.lm.SFTConfig(seed=seed), checkpoint=checkpoint,
+                                           model_seed=seed, progress=False)
+    return task, tok, policy
+
+
+def final_eval(policy, tok, task) -> dict:
+    import rlbook as rl
+
+    out = rl.evaluate(policy, tok, task.held_out_problems(300), reward_fn=task.reward, num_samples=16, k=8,
+                      max_new_tokens=COMMON["max_new_tokens"], seed=1)
+    far = rl.evaluate(policy, tok, task.held_out_problems(100), reward_fn=task.reward, num_samples=64, k=64,
+                      max_new_tokens=COMMON["max_new_tokens"], seed=2)
+    return {"pass@1": float(out["pass@1"]), "pass@8": float(out["pass@8"]), "greedy": float(out["greedy_accuracy"]),
+            "pass@64": float(far["pass@64"]), "pass@1_64": float(far["pass@1"])}
+
+
+def make_config(name: str, seed: int):
+    import rlbook as rl
+
+    recipe, fields = CONDITIONS[name]
+    settings = dict(COMMON, max_completions=BUDGET, seed=seed, **fields)
+    return rl.GRPOConfig.recipe(recipe, **settings) if recipe else rl.GRPOConfig(**settings)
+
+
+def one_run(job) -> dict:
+    seed, name = job
+    import rlbook as rl
+
+    task, tok, policy = setup(seed)
+    if name == "before":
+        return {"seed": seed, "condition": "before", **final_eval(policy, tok, task)}
+    train_task = RandomReward(task, seed) if name == "random_reward" else FormatReward(task) if name == "format_reward" else task
+    start = time.perf_counter()
+    hist = rl.train_grpo(policy, tok, train_task, make_config(name, seed), progress=False)
+    seconds = time.perf_counter() - start
+    curves = {key: [round(float(v), 5) for v in hist[key]] for key in CURVES}
+    return {"seed": seed, "condition": name, **final_eval(policy, tok, task), "curves": curves,
+            "final_entropy": float(np.mean(hist["entropy"][-5:])), "final_length": float(np.mean(hist["completion_length"][-5:])),
+            "steps": len(hist["entropy"]), "seconds": round(seconds, 1)}
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
+    parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--save", action="store_true", help="write rlbook/data/entropy_dynamics.json")
+    args = parser.parse_args(argv)
+    import torch
+
+    import rlbook as rl
+
+    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, {args.workers} worker(s) "
+          f"× 1 thread; budget {BUDGET} completions; {COMMON}", flush=True)
+    jobs = [(seed, "before") for seed in args.seeds]
+    jobs += [(seed, name) for seed in args.seeds for name in args.conditions]
+    start, rows = time.perf_counter(), []
+
+    def show(r):
+        extra = "" if r["condition"] == "before" else (f" entropy {r['final_entropy']:.3f} length {r['final_length']:.1f} "
+                                                        f"({r['seconds']:.0f} s)")
+        print(f"seed {r['seed']} {r['condition']:<22} pass@1 {r['pass@1']:.3f} pass@64 {r['pass@64']:.3f} "
+              f"greedy {r['greedy']:.3f}{extra}", flush=True)
+
+    if args.workers > 1:
+        with mp.get_context("spawn").Pool(args.workers) as pool:
+            for row in pool.imap_unordered(one_run, jobs):
+                rows.append(row)
+                show(row)
+    else:
+        for job in jobs:
+            rows.append(one_run(job))
+            show(rows[-1])
+    order = ["before", *CONDITIONS]
+    rows.sort(key=lambda r: (r["seed"], order.index(r["condition"])))
+    table = {}
+    if len(args.seeds) >= 2:
+        for name in ["before", *args.conditions]:
+            rs = [r for r in rows if r["condition"] == name]
+            keys = ("pass@1", "pass@64", "greedy") + (() if name == "before" else ("final_entropy", "final_length"))
+            table[name] = {k: rl.mean_ci([r[k] for r in rs]) for k in keys}
+            print(f"{name:<22}" + "".join(f"  {k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in table[name].items()))
+    wall = time.perf_counter() - start
+    print(f"total {wall:.0f} s")
+    record = {"seeds": args.seeds, "budget": BUDGET, "common": COMMON, "entropy_coef": ENTROPY_COEF,
+              "conditions": {k: {"recipe": r, "fields": f} for k, (r, f) in CONDITIONS.items()}, "runs": rows,
+              "table": table, "wall_s": round(wall, 1), "torch": torch.__version__, "machine": platform.machine(),
+              "command": "python benchmarks/entropy_dynamics.py --seeds " + " ".join(map(str, args.seeds))
+                         + f" --workers {args.workers} --save"}
+    if args.save:
+        from rlbook.config import BENCHMARK_RESULTS
+
+        path = BENCHMARK_RESULTS / "entropy_dynamics.json"
+        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"saved to {path}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
