@@ -223,8 +223,9 @@ def entropy_performance_fit(entropies, rewards, confidence: float = 0.95) -> dic
     """Fit R = −a·exp(H) + b by least squares (linear in x = exp(H)), with confidence intervals.
 
     Least squares of R on x = e^H (``scipy.stats.linregress``): slope −a, intercept b; their
-    intervals from the t distribution with n − 2 degrees of freedom. b is the reward the fit
-    predicts at H = 0 (the policy fully collapsed): Cui et al.'s "ceiling" of a run.
+    intervals from the t distribution with n − 2 degrees of freedom. b − a is the reward the fit
+    predicts at H = 0 (e^0 = 1: the policy fully collapsed), Cui et al.'s ceiling of a run; b itself
+    is the intercept at x = e^H = 0, which no entropy reaches.
 
     Source: Cui et al. 2025, arXiv:2505.22617, eq. 1.
 

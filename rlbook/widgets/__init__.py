@@ -10,7 +10,9 @@ display them beside a static figure; ``rlbook explore NAME`` serves them as live
 * ``trust-region``: a two-parameter policy's KL ellipse, the vanilla and natural steps, the line search (chapter 6);
 * ``preference``: β tilts π_ref into π*, best-of-N's distribution and KL, DPO's gradient weight (chapters 12, 13);
 * ``mismatch``: a sampler that is not the trainer (temperature, top-p, precision), the ratio π/μ, and the
-  bias and variance of the uncorrected, TIS and MIS gradient estimators against the cap C (chapter 14).
+  bias and variance of the uncorrected, TIS and MIS gradient estimators against the cap C (chapter 14);
+* ``entropy``: a six-token softmax policy under clipped policy-gradient steps: the entropy over the steps
+  against the reward pattern, the clip range and an entropy bonus, and the first-order ΔH = −Cov (chapter 15).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ EXPLORERS = {
     "trust-region": "rlbook.widgets.trust_region_explorer:trust_region_explorer",
     "preference": "rlbook.widgets.preference_explorer:preference_explorer",
     "mismatch": "rlbook.widgets.mismatch_explorer:mismatch_explorer",
+    "entropy": "rlbook.widgets.entropy_explorer:entropy_explorer",
 }
 
 

@@ -1,0 +1,446 @@
+# %% [markdown]
+# # 15. What RL does to a policy: entropy, its management, and rewards that teach nothing
+#
+# **Goals.** By the end of this chapter you can
+# * derive, for a softmax policy, why a policy-gradient step lowers the entropy when confident tokens are
+#   rewarded (the covariance of log-probability and advantage), and check it exactly;
+# * read the entropy of the GRPO family's runs over ten paired seeds on one budget, fit the
+#   entropy–performance relation $R = -a\,e^{H} + b$ with its interval, and test DAPO's claim that
+#   clip-higher keeps the entropy up;
+# * switch on the entropy-management methods of 2025 (an entropy bonus, Clip-Cov, KL-Cov, training on
+#   the high-entropy "forking" tokens only) and compare them at equal budget;
+# * say what random and format-only rewards do to a model trained from scratch, and why that differs from
+#   the pretrained models on which they were reported to help.
+#
+# **Prerequisites.** GRPO and the scratchpad task (chapters 9–10); the recipes of chapter 11.
+#
+# **Where this fits.** Chapters 9–11 measured what RL does to the *reward*. Practitioners ask as often
+# what it does to the *policy*: its entropy collapses and exploration with it, its answers grow or
+# shrink, and it finds whatever the reward pays for. Cui et al. 2025 (arXiv:2505.22617) made the first of
+# these measurable; Shao et al. 2025 (arXiv:2506.10947) found that on some pretrained models even a
+# random reward improves accuracy. This chapter measures both on the book's model, where a reader can
+# watch it happen in minutes.
+
+# %%
+import copy
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import rlbook as rl
+
+rl.seed_everything(0)
+# figures at twice the pixel density (sharp when zoomed)
+# %config InlineBackend.figure_formats = ["retina"]
+torch.set_num_threads(1)  # as in chapters 9–14: exact repeats on one machine, gentle when it is busy
+SIZE = rl.get_size()  # "small" (default; 2 CPU cores) or "full", via RLBOOK_SIZE
+print("size:", SIZE)
+
+# %% [markdown]
+# ## 15.1 Why policy gradient lowers the entropy
+#
+# Take a softmax policy $\pi = \mathrm{softmax}(z)$ over tokens and move its logits by a small $\Delta z$. The
+# entropy $H = -\sum_a \pi(a)\log\pi(a)$ changes, to first order, by
+#
+# $$\Delta H \approx -\mathrm{Cov}_{a\sim\pi}\bigl(\log\pi(a),\ \Delta z(a)\bigr). \tag{15.1}$$
+#
+# *Derivation.* $\partial\pi(b)/\partial z(a) = \pi(b)(\mathbb 1[a=b] - \pi(a))$, so
+# $\partial H/\partial z(a) = -\sum_b (\log\pi(b) + 1)\,\pi(b)(\mathbb 1[a=b]-\pi(a)) = -\pi(a)\bigl(\log\pi(a) - \mathbb E_\pi[\log\pi]\bigr)$,
+# and $\sum_a \Delta z(a)\,\partial H/\partial z(a) = -\mathbb E_\pi\bigl[(\log\pi - \mathbb E_\pi\log\pi)\,\Delta z\bigr]$, a covariance.
+#
+# A policy-gradient step on the expected advantage moves the logits by $\Delta z(a) = \eta\,\pi(a)A(a)$ (the
+# exact gradient of $\sum_a\pi(a)A(a)$ with a centred $A$), so
+# $\Delta H \approx -\eta\,\mathrm{Cov}_\pi(\log\pi,\ \pi A)$: when the likely tokens are the rewarded ones, the
+# covariance is positive and the entropy falls. That is the usual situation after supervised training,
+# where the model is right more often than not and its right answers are its likely ones (Cui et al.
+# 2025, Lemma 1). A rare token with a positive advantage raises the entropy. The cell checks (15.1) on a
+# six-token policy against the exact change, at two step sizes: the gap shrinks four times when $\eta$
+# halves, as a first-order formula's must.
+
+# %%
+from rlbook.widgets.entropy_explorer import FIGSIZE as ENTROPY_FIGSIZE
+from rlbook.widgets.entropy_explorer import entropy_explorer, entropy_readout, entropy_trajectory, plot_entropy
+
+gaps = {}
+for lr in (0.1, 0.05):
+    run = entropy_trajectory("confident token rewarded", lr=lr, steps=1, epochs=1)
+    gaps[lr] = abs(run["one_step"][0] - run["first_order"][0])
+    print(f"η = {lr}: exact ΔH {run['one_step'][0]:+.6f}, first order (15.1) {run['first_order'][0]:+.6f}, gap {gaps[lr]:.2e}")
+print(f"gap ratio for η halved: {gaps[0.1] / gaps[0.05]:.3f}")
+
+# %%
+rl.claim("the gap shrinks four times when $\\eta$ halves", gaps[0.1] / gaps[0.05], 4.0, abs=0.2)
+
+# %% [markdown]
+# ## 15.2 Entropy across the GRPO family, on one budget
+#
+# `benchmarks/entropy_dynamics.py` trained chapter 10's scratchpad model (2-digit addition, answers with
+# or without their working, up to 24 tokens) with each method for 10,240 generated completions (40 steps
+# of 32 prompts × 8), on ten paired seeds: seed $s$ of every method starts from the same supervised model
+# and draws from the same generator. `rl.train_grpo` logs the mean token entropy of the sampled
+# completions at every step. The methods are chapter 10's and 11's, one configuration per name:
+# `grpo_b0` (GRPO without a KL penalty), `grpo_b0_clip_higher` (the same with DAPO's $\varepsilon_{\text{high}} = 0.28$
+# and nothing else), and the recipes `dr_grpo`, `dapo`, `cispo` and `gspo`. The chapter reads the stored
+# runs (about 13 s each on one core; 130 runs).
+
+# %%
+bench = rl.benchmark_results("entropy_dynamics")
+runs, seeds = bench["runs"], bench["seeds"]
+by = {c: [r for r in runs if r["condition"] == c] for c in ["before", *bench["conditions"]]}
+assert all([r["seed"] for r in rs] == seeds for rs in by.values())  # paired: one run per seed, in order
+FAMILY = ["grpo_b0", "grpo_b0_clip_higher", "dr_grpo", "dapo", "cispo", "gspo"]
+MANAGED = ["grpo_b0", "grpo_b0_entropy_bonus", "grpo_b0_clip_cov", "grpo_b0_kl_cov", "grpo_b0_top20_entropy"]
+SPURIOUS = ["grpo_b0", "random_reward", "format_reward"]
+
+
+def values(condition, key):
+    return np.array([r[key] for r in by[condition]])
+
+
+def curve(condition, key):
+    """Mean over seeds of a per-step curve, up to the shortest run's last step (runs stop at the same budget
+    of completions; DAPO's dynamic sampling spends more of it per step, so its runs have fewer steps)."""
+    steps = min(len(r["curves"][key]) for r in by[condition])
+    return np.mean([r["curves"][key][:steps] for r in by[condition]], axis=0)
+
+
+print(f"{len(seeds)} paired seeds; budget {bench['budget']:,} completions ({bench['command']}; torch {bench['torch']})")
+print(f"{'method':<24}{'final entropy [95 % CI]':>28}{'pass@1 [95 % CI]':>26}{'length':>8}")
+for c in FAMILY:
+    h, p = rl.mean_ci(values(c, "final_entropy")), rl.mean_ci(values(c, "pass@1"))
+    print(f"{c:<24}{h[0]:>10.3f} [{h[1]:.3f}, {h[2]:.3f}]{p[0]:>12.3f} [{p[1]:.3f}, {p[2]:.3f}]{values(c, 'final_length').mean():>8.1f}")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), dpi=80)
+for k, c in enumerate(FAMILY):
+    axes[0].plot(curve(c, "entropy"), color=f"C{k}", label=c)
+    axes[1].plot(curve(c, "completion_length"), color=f"C{k}", label=c)
+axes[0].set_ylabel("mean token entropy, nats")
+axes[1].set_ylabel("completion length, tokens")
+for ax in axes:
+    ax.set_xlabel("GRPO step (32 prompts × 8)")
+    ax.legend(fontsize=7)
+axes[0].set_title("mean over ten seeds", fontsize=9)
+plt.tight_layout();
+
+# %%
+def versus(a, b, key):
+    return rl.compare(values(a, key), values(b, key), names=(a, b))
+
+
+entropy_cmp = {c: versus(c, "grpo_b0", "final_entropy") for c in FAMILY[1:]}
+for c in entropy_cmp.values():
+    print("final entropy:", c)
+print("pass@1:", versus("grpo_b0_clip_higher", "grpo_b0", "pass@1"))
+
+# %% [markdown]
+# Every method's entropy falls fast in the first steps and keeps falling: a few tenths of a nat per token
+# after supervised training, a few hundredths at the end. The family splits in two. Dr. GRPO and CISPO end
+# with the lowest entropy, about a third of `grpo_b0`'s, and with the highest pass@1 and the longest answers:
+# they keep the working (chapter 10 showed why GRPO's per-sequence normalisation shortens right answers and
+# Dr. GRPO's does not), and a long answer whose working is fixed by the question is a low-entropy answer.
+# GSPO and DAPO show no difference detected at this scale from `grpo_b0` in final entropy.
+#
+# **DAPO's claim.** Yu et al. 2025 (arXiv:2503.14476) raised the upper clip to keep the entropy from
+# collapsing. Here clip-higher alone changes neither the final entropy nor pass@1: no difference detected
+# at this scale for either, with intervals at most two hundredths wide. A likely reason is the setting: with
+# one pass per batch in two minibatches, the ratio moves only for the second minibatch of each step, by one
+# update's worth, so the clip has little to act on, and a clip that does not act cannot keep anything up. The explorer of §15.5 shows
+# the same in miniature: with several passes per batch the clip acts, and then clip-higher lets a
+# *rewarded, likely* token grow faster, which lowers the entropy sooner.
+
+# %%
+rl.claim_comparison("Dr. GRPO and CISPO end with the lowest entropy", entropy_cmp["dr_grpo"], "<")
+rl.claim_comparison("CISPO end with the lowest entropy", entropy_cmp["cispo"], "<")
+rl.claim("about a third of `grpo_b0`'s", max(values(c, "final_entropy").mean() for c in ("dr_grpo", "cispo")) / values("grpo_b0", "final_entropy").mean(),
+         1 / 3, abs=(rl.mean_ci(values("grpo_b0", "final_entropy"))[2] - rl.mean_ci(values("grpo_b0", "final_entropy"))[1]) / 2
+         / values("grpo_b0", "final_entropy").mean())
+rl.claim_comparison("with the highest pass@1", versus("dr_grpo", "grpo_b0", "pass@1"), ">")
+rl.claim_comparison("and the longest answers", versus("cispo", "grpo_b0", "final_length"), ">")
+rl.claim_comparison("GSPO and DAPO show no difference detected at this scale", entropy_cmp["gspo"], "none")
+rl.claim_comparison("show no difference detected at this scale from `grpo_b0` in final entropy", entropy_cmp["dapo"], "none")
+rl.claim_comparison("clip-higher alone changes neither the final entropy", entropy_cmp["grpo_b0_clip_higher"], "none")
+rl.claim_comparison("nor pass@1", versus("grpo_b0_clip_higher", "grpo_b0", "pass@1"), "none")
+rl.claim("intervals at most two hundredths wide", max(c.ci_high - c.ci_low for c in (entropy_cmp["grpo_b0_clip_higher"],
+                                                                               versus("grpo_b0_clip_higher", "grpo_b0", "pass@1"))), high=0.02)
+rl.claim("a few tenths of a nat per token", np.mean([r["curves"]["entropy"][0] for r in by["grpo_b0"]]), low=0.2, high=0.6)
+rl.claim("a few hundredths at the end", values("grpo_b0", "final_entropy").mean(), low=0.02, high=0.09)
+
+# %% [markdown]
+# **The entropy–performance relation.** Cui et al. fitted, along a run, the training accuracy $R$ against
+# the entropy $H$ as $R = -a\,e^{H} + b$ (their eq. 1): performance is bought with entropy, and $b$, the
+# value at $H = 0$, is where the run must stop once the entropy is spent. `rl.entropy_performance_fit`
+# fits it by least squares in $x = e^H$. The cell fits it to each `grpo_b0` run's 40 steps (the batch's
+# sampled accuracy against its entropy), and gives $a$, $b$ and $R^2$ across the ten seeds with their
+# intervals, beside the accuracy the runs reached.
+
+# %%
+fits = [rl.entropy_performance_fit(r["curves"]["entropy"], r["curves"]["pass@1"]) for r in by["grpo_b0"]]
+a_ci, b_ci, r2_ci = (rl.mean_ci([f[k] for f in fits]) for k in ("a", "b", "r2"))
+last_batch = rl.mean_ci([np.mean(r["curves"]["pass@1"][-5:]) for r in by["grpo_b0"]])
+print(f"a = {a_ci[0]:.3f} [{a_ci[1]:.3f}, {a_ci[2]:.3f}];  b = {b_ci[0]:.3f} [{b_ci[1]:.3f}, {b_ci[2]:.3f}];  "
+      f"R² = {r2_ci[0]:.3f} [{r2_ci[1]:.3f}, {r2_ci[2]:.3f}]  (ten runs)")
+print(f"batch accuracy over the last five steps: {last_batch[0]:.3f} [{last_batch[1]:.3f}, {last_batch[2]:.3f}]")
+ceiling = rl.mean_ci([f["b"] - f["a"] for f in fits])
+print(f"the fit's accuracy at H = 0, b − a = {ceiling[0]:.3f} [{ceiling[1]:.3f}, {ceiling[2]:.3f}]")
+
+fig, ax = plt.subplots(figsize=(6, 3.6), dpi=80)
+for k, r in enumerate(by["grpo_b0"][:4]):
+    h, acc = np.array(r["curves"]["entropy"]), np.array(r["curves"]["pass@1"])
+    ax.scatter(h, acc, s=8, color=f"C{k}", label=f"seed {r['seed']}")
+    grid = np.linspace(0, h.max(), 50)
+    ax.plot(grid, -fits[k]["a"] * np.exp(grid) + fits[k]["b"], color=f"C{k}", lw=1)
+ax.set_xlabel("mean token entropy H, nats")
+ax.set_ylabel("batch accuracy R")
+ax.set_title("grpo_b0 along training; lines: R = −a·exp(H) + b", fontsize=9)
+ax.legend(fontsize=7)
+plt.tight_layout();
+
+# %% [markdown]
+# The relation holds well on the book's model: $R^2$ about 0.89 along a 40-step run. Its prediction at
+# $H = 0$, $b - a$, is about 1.03, the accuracy a fully collapsed policy would have; on this task, where
+# the right answer is unique, a collapsed policy that always gives it is what training aims for, and the
+# runs end near it. Cui et al.'s warning (the entropy is spent before the reward stops rising) bites
+# where the collapsed policy's accuracy is *not* the goal: where the model must still explore to find
+# answers it does not yet give.
+
+# %%
+rl.claim("$R^2$ about 0.89", r2_ci[0], 0.89, abs=(r2_ci[2] - r2_ci[1]) / 2)
+rl.claim("is about 1.03", ceiling[0], 1.03, abs=(ceiling[2] - ceiling[1]) / 2)
+
+# %% [markdown]
+# ## 15.3 Managing the entropy
+#
+# Four ways to keep the entropy from collapsing, each one switch of `GRPOConfig` on top of `grpo_b0`
+# (the losses are checked against autograd in `tests/test_entropy_switches.py`):
+#
+# * **an entropy bonus**: the loss minus $c$ times the mean token entropy (`entropy_coef`; TRL's name), here
+#   $c = 0.01$;
+# * **Clip-Cov** (Cui et al., eq. 10): among the tokens whose centred covariance
+#   $(\log\pi - \overline{\log\pi})(A - \bar A)$ lies in $[1, 5]$, a random share of $2\times10^{-4}$ of all tokens has
+#   its gradient removed (`entropy_control="clip_cov"`);
+# * **KL-Cov** (their eq. 11): the top $2\times10^{-3}$ of tokens by covariance get a penalty
+#   $|\log\pi_\theta - \log\pi_{\text{old}}|$ instead (`entropy_control="kl_cov"`);
+# * **forking tokens only** (Wang et al. 2025, arXiv:2506.01939): only the 20 % of tokens with the highest
+#   entropy carry a policy gradient (`top_entropy_quantile=0.2`).
+
+# %%
+print(f"{'method':<24}{'final entropy [95 % CI]':>28}{'pass@1 [95 % CI]':>26}")
+for c in MANAGED:
+    h, p = rl.mean_ci(values(c, "final_entropy")), rl.mean_ci(values(c, "pass@1"))
+    print(f"{c:<24}{h[0]:>10.3f} [{h[1]:.3f}, {h[2]:.3f}]{p[0]:>12.3f} [{p[1]:.3f}, {p[2]:.3f}]")
+managed_cmp = {c: (versus(c, "grpo_b0", "final_entropy"), versus(c, "grpo_b0", "pass@1")) for c in MANAGED[1:]}
+for c, (h, p) in managed_cmp.items():
+    print("final entropy:", h)
+    print("pass@1:       ", p)
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.6), dpi=80)
+for k, c in enumerate(MANAGED):
+    ax.plot(curve(c, "entropy"), color=f"C{k}", label=c)
+ax.set_xlabel("GRPO step")
+ax.set_ylabel("mean token entropy, nats")
+ax.set_title("mean over ten seeds", fontsize=9)
+ax.legend(fontsize=7)
+plt.tight_layout();
+
+# %% [markdown]
+# At these settings three of the four change nothing measurable: the entropy bonus at $c = 0.01$, Clip-Cov
+# and KL-Cov all show no difference detected at this scale from `grpo_b0`, in final entropy and in
+# pass@1. Clip-Cov and KL-Cov act on a share of tokens ($2\times10^{-4}$, $2\times10^{-3}$) tuned for batches of
+# millions of tokens; a batch here holds a few thousand, so Clip-Cov touches fewer than one token per step. The
+# bonus is small against a policy-gradient term whose advantages are of order one. Training on the
+# top-20 % entropy tokens is the one that moves: it keeps the entropy higher, and pays for it with a lower
+# pass@1. Wang et al. found the forking tokens sufficient on large reasoning models, where most tokens
+# of a long chain of thought are nearly determined; on this model the low-entropy tokens (the digits of
+# the working) still carry part of what must be learned.
+#
+# That leaves the question the methods were built for unanswered here: does keeping the entropy up pay
+# later, on a task where the policy must keep exploring? This task does not need it (§15.2). Exercise 3
+# raises the switches to strengths that act at this batch size.
+
+# %%
+for name, (h, p) in managed_cmp.items():
+    if name != "grpo_b0_top20_entropy":
+        rl.claim_comparison("all show no difference detected at this scale from `grpo_b0`, in final entropy", h, "none")
+        rl.claim_comparison("in final entropy and in", p, "none")
+tokens_per_step = 32 * 8 * np.mean([np.mean(r["curves"]["completion_length"]) for r in by["grpo_b0"]])
+rl.claim("a batch here holds a few thousand", tokens_per_step, low=1000, high=9999)
+rl.claim("Clip-Cov touches fewer than one token per step", 2e-4 * tokens_per_step, high=1.0)
+rl.claim_comparison("it keeps the entropy higher", managed_cmp["grpo_b0_top20_entropy"][0], ">")
+rl.claim_comparison("and pays for it with a lower", managed_cmp["grpo_b0_top20_entropy"][1], "<")
+
+# %% [markdown]
+# ## 15.4 Rewards that teach nothing
+#
+# Shao et al. 2025 (arXiv:2506.10947) trained Qwen2.5-Math models with GRPO on rewards that carry no
+# information about correctness, a coin flip or a reward for a well-formed answer alone, and found
+# accuracy gains on math benchmarks not far from those of the true reward; on other model families
+# (Llama, OLMo) the same spurious rewards gave little or nothing. Their explanation: the clipped update
+# amplifies behaviours the pretrained model already has (for Qwen-Math, reasoning in code), whether or not
+# the reward points at them. The book's model was trained from scratch on this one task, so it tests the
+# question cleanly: is there anything to amplify?
+#
+# Two more conditions of the same benchmark, on `grpo_b0`'s settings: `random_reward` (reward 1 with
+# probability ½, whatever the answer; seeded) and `format_reward` (the task's format reward alone: 1 for
+# a well-formed answer, right or wrong). Accuracy is measured by the true verifier.
+
+# %%
+print(f"{'':<16}{'pass@1 [95 % CI]':>26}{'pass@64':>10}{'greedy':>9}{'final entropy':>15}{'length':>8}")
+for c in ["before", *SPURIOUS]:
+    p = rl.mean_ci(values(c, "pass@1"))
+    extra = "" if c == "before" else f"{values(c, 'final_entropy').mean():>15.3f}{values(c, 'final_length').mean():>8.1f}"
+    print(f"{c:<16}{p[0]:>10.3f} [{p[1]:.3f}, {p[2]:.3f}]{values(c, 'pass@64').mean():>10.3f}{values(c, 'greedy').mean():>9.3f}{extra}")
+spurious_cmp = {c: rl.compare(values(c, "pass@1"), values("before", "pass@1"), names=(c, "supervised start")) for c in SPURIOUS}
+for c in spurious_cmp.values():
+    print("pass@1:", c)
+pass64_cmp = rl.compare(values("random_reward", "pass@64"), values("before", "pass@64"), names=("random_reward pass@64", "supervised"))
+print("pass@64:", pass64_cmp)
+
+# %% [markdown]
+# ## 15.5 The entropy explorer
+#
+# **Explore.** The `entropy` explorer (also `rlbook explore entropy`) runs §15.1's six-token policy through
+# repeated clipped policy-gradient steps, exactly (expectations over the tokens, nothing sampled). Choose
+# which tokens are rewarded, the clip range (symmetric, or clip-higher with $\varepsilon_{\text{high}} > \varepsilon_{\text{low}}$), the
+# entropy bonus, the step size and the number of passes per step; it draws the entropy over the steps
+# beside the same run at symmetric clipping and without the bonus, each token's probability, and the
+# first-order prediction (15.1) against the exact change. The static figure shows the confident token
+# rewarded, $\varepsilon = 0.2/0.28$, no bonus, $\eta = 1$, four passes per step.
+
+# %%
+fig, axes = plt.subplots(2, 2, figsize=ENTROPY_FIGSIZE)
+plot_entropy("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4, axes=axes.flatten())
+fig.tight_layout()
+print(entropy_readout("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4)[0]);
+
+# %%
+try:
+    display(entropy_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
+except ImportError:
+    print("ipywidgets is not installed: the static figure above shows the explorer's default setting")
+
+# %% [markdown]
+# On a model trained from scratch, rewards that teach nothing do harm, and a lot of it. Both spurious
+# rewards end far *below* the supervised model they started from, in pass@1, in greedy accuracy and even
+# in pass@64, which the supervised model had at its ceiling and a coin-flip reward lowers. The entropy
+# does not fall as it does under the true reward: under the coin flip it stays where it started (no
+# difference detected at this scale between the first and the last step), and under the format reward
+# it rises. With advantages uncorrelated with the answer, the updates are noise, and the policy drifts
+# away from what supervised training put in it. The format reward keeps answers
+# well-formed (it pays for that) and short, and loses the arithmetic.
+#
+# This is the cleanest version of Shao et al.'s own explanation. Their spurious rewards helped only
+# where the pretrained model already had a behaviour that the clipped update could amplify and that
+# happened to be correct more often (on Qwen2.5-Math, reasoning in code); where the model had no such
+# behaviour, they gave nothing. A model trained only to add has nothing else to amplify. A gain from a
+# reward that carries no information is evidence about the *model*, not about the method.
+
+# %%
+rl.claim_comparison("Both spurious rewards end far *below* the supervised model", spurious_cmp["random_reward"], "<")
+rl.claim_comparison("end far *below* the supervised model they started from, in pass@1", spurious_cmp["format_reward"], "<")
+rl.claim("far *below*", max(spurious_cmp[c].ci_high for c in ("random_reward", "format_reward")), high=-0.1)
+rl.claim_comparison("a coin-flip reward lowers", pass64_cmp, "<")
+rl.claim("in greedy accuracy", max(values(c, "greedy").mean() for c in ("random_reward", "format_reward")) - values("before", "greedy").mean(),
+         high=-0.1)
+first_entropy = {c: np.array([r["curves"]["entropy"][0] for r in by[c]]) for c in ("random_reward", "format_reward")}
+rl.claim_comparison("does not fall as it does under the true reward", rl.compare(values("random_reward", "final_entropy"),
+                    values("grpo_b0", "final_entropy"), names=("random_reward's final entropy", "grpo_b0's")), ">")
+rl.claim_comparison("under the coin flip it stays where it started", rl.compare(values("random_reward", "final_entropy"), first_entropy["random_reward"],
+                                                                               names=("final entropy", "first step's")), "none")
+rl.claim_comparison("under the format reward it rises", rl.compare(values("format_reward", "final_entropy"), first_entropy["format_reward"],
+                                                                                       names=("final entropy", "first step's")), ">")
+rl.claim_comparison("and short", rl.compare(values("format_reward", "final_length"), values("grpo_b0", "final_length"),
+                                            names=("format_reward's length", "grpo_b0's")), "<")
+
+# %% [markdown]
+# ## Summary
+#
+# * A policy-gradient step changes a softmax policy's entropy by minus the covariance of log-probability
+#   and the logit change, (15.1); rewarding likely tokens lowers the entropy, rewarding rare ones raises it.
+# * On the book's model every GRPO-family method spends most of its entropy within 40 steps; Dr. GRPO and
+#   CISPO spend the most and reach the highest pass@1 with the longest answers. The relation
+#   $R = -a\,e^{H} + b$ fits each run well.
+# * DAPO's clip-higher, alone, made no difference detected at this scale to entropy or accuracy here: with one
+#   pass per batch the clip barely acts.
+# * An entropy bonus, Clip-Cov and KL-Cov at their usual strengths made no difference detected at this scale;
+#   training on the top-20 % entropy tokens kept more entropy and cost accuracy.
+# * Random and format-only rewards made the model trained from scratch much worse, even at pass@64: a
+#   spurious reward can only amplify what a model already does.
+
+# %%
+rl.claim_comparison("made no difference detected at this scale to entropy or accuracy here", entropy_cmp["grpo_b0_clip_higher"], "none")
+rl.claim_comparison("training on the top-20 % entropy tokens kept more entropy", managed_cmp["grpo_b0_top20_entropy"][0], ">")
+rl.claim_comparison("and cost accuracy", managed_cmp["grpo_b0_top20_entropy"][1], "<")
+rl.claim_comparison("made the model trained from scratch much worse", spurious_cmp["random_reward"], "<")
+rl.claim_comparison("even at pass@64", pass64_cmp, "<")
+rl.report_headline(f"Entropy: clip-higher − GRPO final entropy {entropy_cmp['grpo_b0_clip_higher'].mean_diff:+.3f} "
+                   f"[{entropy_cmp['grpo_b0_clip_higher'].ci_low:+.3f}, {entropy_cmp['grpo_b0_clip_higher'].ci_high:+.3f}]; "
+                   f"random reward − supervised pass@1 {spurious_cmp['random_reward'].mean_diff:+.3f} "
+                   f"[{spurious_cmp['random_reward'].ci_low:+.3f}, {spurious_cmp['random_reward'].ci_high:+.3f}] ({len(seeds)} paired seeds)")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. *(By hand.)* For a two-token policy $\pi = (p, 1-p)$ with advantages $A = (1-p, -p)$ (the first token
+#    rewarded), write $\Delta z = \eta\,\pi A$ and the first-order $\Delta H$ of (15.1). For which $p$ does the
+#    step lower the entropy? Check your answer with `entropy_trajectory` on the explorer's presets.
+# 2. Fit $R = -a\,e^{H} + b$ to the `dr_grpo` runs of §15.2 as the chapter did for `grpo_b0`. Is its predicted
+#    accuracy at $H = 0$ different from `grpo_b0`'s, on the ten paired seeds?
+# 3. *(A longer run.)* Rerun `benchmarks/entropy_dynamics.py` with `entropy_coef=0.05` and with
+#    `num_inner_epochs=4` for `grpo_b0` and `grpo_b0_clip_higher`. Does clip-higher keep the entropy up once the
+#    clip acts?
+# 4. In the explorer, set the rare token rewarded and compare $\varepsilon_{\text{high}} = 0.2$ with 0.28 over 40 steps at
+#    four passes per step. When is the entropy higher with clip-higher, and why does that change?
+
+# %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
+# ## Solutions
+#
+# ### Solution to exercise 1
+#
+# With $\log\pi = (\log p, \log(1-p))$ and $\Delta z = \eta\,(p(1-p), -p(1-p))$, the covariance under $\pi$ of
+# two two-valued variables is $p(1-p)$ times the product of their differences:
+# $\mathrm{Cov} = p(1-p)\,\bigl(\log\tfrac{p}{1-p}\bigr)\,\eta\,2p(1-p)$, so
+# $\Delta H \approx -2\eta\,p^2(1-p)^2\log\frac{p}{1-p}$: negative when $p > \tfrac12$ (the rewarded token is the likely
+# one), positive when $p < \tfrac12$. The cell checks the formula against `entropy_control`'s first-order
+# term on two tokens.
+
+# %% tags=["solution"]
+for p in (0.3, 0.5, 0.8):
+    pi = torch.tensor([p, 1 - p], dtype=torch.float64)
+    advantages = torch.tensor([1 - p, -p], dtype=torch.float64)
+    dz = 0.1 * pi * advantages
+    cov = (pi * (pi.log() - (pi * pi.log()).sum()) * (dz - (pi * dz).sum())).sum()
+    by_hand = -2 * 0.1 * p ** 2 * (1 - p) ** 2 * np.log(p / (1 - p))
+    print(f"p = {p}: −Cov = {-cov.item():+.6f}, formula {by_hand:+.6f}")
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 2
+#
+# The cell fits each `dr_grpo` run and compares $b - a$ with `grpo_b0`'s over the paired seeds.
+
+# %% tags=["solution"]
+dr_fits = [rl.entropy_performance_fit(r["curves"]["entropy"], r["curves"]["pass@1"]) for r in by["dr_grpo"]]
+print(rl.compare([f["b"] - f["a"] for f in dr_fits], [f["b"] - f["a"] for f in fits], names=("dr_grpo's b − a", "grpo_b0's")))
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 3
+#
+# Add the two conditions to `CONDITIONS` in the benchmark (for example
+# `"grpo_b0_mu4": (None, dict(kl_coef=0.0, num_inner_epochs=4))` and the same with `clip_eps_high=0.28`) and run
+# ten seeds (about 10 minutes on two cores). With four passes the ratio moves within a step and the clip
+# acts; the explorer (exercise 4) predicts that clip-higher then speeds up the growth of the rewarded
+# likely tokens. We have not stored this run.
+#
+# ### Solution to exercise 4
+#
+# With the rare token rewarded, clip-higher lets that token grow faster, so the entropy rises faster at
+# first, peaks a step earlier, and then falls faster once the rare token has become the likely one. The
+# cell prints the two trajectories.
+
+# %% tags=["solution"]
+higher = entropy_trajectory("rare token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4)["entropy"]
+symmetric = entropy_trajectory("rare token rewarded", 0.2, 0.2, 0.0, 1.0, 40, 4)["entropy"]
+print("steps 0–10, ε_high = 0.28:", np.round(higher[:11], 3))
+print("steps 0–10, ε_high = 0.2: ", np.round(symmetric[:11], 3))
