@@ -308,8 +308,8 @@ for name, row in bias.items():
     print(f"{name:<11}" + "".join(f"{b:>9.3f} ({c:+.2f})" for b, c in row.values()))
 
 # %% [markdown]
-# The table is exact (sums over the 1,000 answers; nothing is sampled), and it already predicts most of
-# what training will show.
+# The table is exact (sums over the 1,000 answers; nothing is sampled). It predicts much of what training
+# will show, though not all of it.
 #
 # * **Full importance sampling** ("is") would be exactly unbiased over all completions; over the 1,000
 #   answers it is close (a bias of at most 0.094, for the hot sampler, which puts more of its mass on
@@ -574,9 +574,10 @@ except ImportError:
 # than the trainer's, a sampler precision and a lag. The losses and gradients of the four mapped modes
 # equal TRL's to 1e-6 (`tests/test_bridge.py`). Two practical notes from TRL's and verl's issue trackers:
 #
-# * a *negative* logged KL, or a clip fraction of exactly zero with $\mu = 1$, is what a mismatch looks like
-#   from the trainer's side: the old log-probabilities the clip compares with are the trainer's, not the
-#   sampler's (§14.2's $\log\rho$ is what to log instead, as `sampler_log_ratio_mean` here);
+# * a clip fraction of exactly zero with one pass per batch does not mean the samples were on-policy: the
+#   ratio the clip sees is $\pi_\theta/\pi_{\text{old}}$ with the trainer's own $\pi_{\text{old}}$, which is 1 at the first pass
+#   whatever drew the tokens. Log the trainer-to-sampler ratio of §14.2 instead (`sampler_log_ratio_mean`
+#   and `sampler_kl` here; TRL logs its importance-sampling ratio);
 # * the product ratio of a long completion drifts far from 1 even when every token's ratio is close, so
 #   a sequence mask with a small cap drops most long answers: watch the masked share.
 #
