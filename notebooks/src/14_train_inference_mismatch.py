@@ -198,17 +198,19 @@ rl.claim("one negative number per position", token_stats["top-p 0.8"]["max"], hi
 # $\pi_\theta(o)/\mu(o) = \prod_t\rho_t$, at the price of a variance that grows with the mismatch and with the
 # length. The corrections in use keep most of the repair and bound the variance. With a cap $C$:
 #
-# $$\begin{aligned}
-# \text{TIS (token, truncate):}\quad & w_t = \min(\rho_t, C) \\
-# \text{MIS (token, mask):}\quad & w_t = \rho_t\,\mathbb 1[1/C \le \rho_t \le C] \\
-# \text{sequence mask (TRL):}\quad & w_t = \rho_{\text{seq}}\,\mathbb 1[1/C \le \rho_{\text{seq}} \le C],\quad \rho_{\text{seq}} = \textstyle\prod_t \rho_t \\
-# \text{geometric mask:}\quad & w_t = \bar\rho\,\mathbb 1[1/C \le \bar\rho \le C],\quad \bar\rho = \bigl(\textstyle\prod_t\rho_t\bigr)^{1/|o|}
-# \end{aligned} \tag{14.3}$$
+# $$w_t^{\text{TIS}} = \min(\rho_t, C), \qquad w_t^{\text{MIS}} = \rho_t\,\mathbb 1[1/C \le \rho_t \le C] \tag{14.3}$$
+#
+# for the token-level truncation and mask, and for the sequence-level masks, on TRL's product ratio and on
+# its geometric mean,
+#
+# $$w_t^{\text{seq}} = \rho_{\text{seq}}\,\mathbb 1[1/C \le \rho_{\text{seq}} \le C],\ \ \rho_{\text{seq}} = \textstyle\prod_t \rho_t; \qquad
+# w_t^{\text{geo}} = \bar\rho\,\mathbb 1[1/C \le \bar\rho \le C],\ \ \bar\rho = \bigl(\textstyle\prod_t\rho_t\bigr)^{1/|o|}, \tag{14.4}$$
 #
 # and the per-token loss is multiplied by the detached $w_t$. TIS is due to Yao et al. 2025; masking outside
-# a band to IcePop (the Ring-1T report, arXiv:2510.18855); TRL implements the first three under these
-# names (`vllm_importance_sampling_mode`). `rl.importance_correction` computes all of them; the check below
-# compares it with (14.3) written out for one completion.
+# a band to IcePop (the Ring-1T report, arXiv:2510.18855); TRL implements the first three as the modes
+# "token_truncate", "token_mask" and "sequence_mask" of `vllm_importance_sampling_mode`.
+# `rl.importance_correction` computes all of them; the check below compares it with (14.3)–(14.4) written
+# out for one completion.
 
 # %%
 old = torch.tensor([[-0.2, -1.5, -0.1, -3.0]], dtype=torch.float64)  # log π of four tokens
@@ -222,7 +224,7 @@ by_hand = {"token_truncate": [min(r, 2.0) for r in rho],
 print("ρ_t =", np.round(rho, 4))
 for mode, want in by_hand.items():
     weights, _, _ = rl.importance_correction(old, drawn, mask, mode, 2.0)
-    print(f"{mode:<15} w = {np.round(weights[0].tolist(), 4)}   max |library − (14.3)| = {np.abs(weights[0].numpy() - want).max():.1e}")
+    print(f"{mode:<15} w = {np.round(weights[0].tolist(), 4)}   max |library − (14.3)–(14.4)| = {np.abs(weights[0].numpy() - want).max():.1e}")
     assert np.abs(weights[0].numpy() - want).max() < 1e-12
 
 # %% [markdown]
@@ -565,7 +567,7 @@ except ImportError:
 #
 # TRL's `GRPOTrainer` applies a correction whenever it samples with vLLM, and by default:
 # `vllm_importance_sampling_correction=True` with `vllm_importance_sampling_mode="sequence_mask"` and a cap
-# of 3, on the product ratio $\rho_{\text{seq}}$ of (14.3). `rl.bridge.to_trl_config` maps the book's settings to
+# of 3, on the product ratio $\rho_{\text{seq}}$ of (14.4). `rl.bridge.to_trl_config` maps the book's settings to
 # TRL's: `is_correction` "token_truncate", "token_mask", "sequence_truncate" and "sequence_mask" to the mode
 # of the same name with the band $[1/C, C]$ (or $\min(\rho, C)$), and "none" to
 # `vllm_importance_sampling_correction=False`; `sampler_top_p` and `sampler_top_k` to TRL's `top_p` and
