@@ -33,12 +33,12 @@ One thread per run; runs repeat exactly on one machine, another CPU changes floa
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing as mp
 import platform
 import time
 
 import numpy as np
+from _runner import run_jobs, save_record
+from grpo_variants import setup  # the seed's supervised scratchpad model, cached as grpo_variants caches it
 
 BUDGET = 10240
 ENTROPY_COEF = 0.01
@@ -84,20 +84,6 @@ class FormatReward:
 
     def reward(self, prompt, completion):
         return float(self.task.format_reward(prompt, completion))
-
-
-def setup(seed: int):
-    import torch
-
-    import rlbook as rl
-
-    torch.set_num_threads(1)
-    task = rl.lm.ScratchpadAdditionTask(num_digits=2, held_out_fraction=0.1, seed=0, scratchpad_prob=0.5)
-    tok = rl.lm.build_char_tokenizer(task.alphabet)
-    checkpoint = rl.runs_dir() / "checkpoints" / f"bench_scratchpad_sft_seed{seed}"
-    policy, _, _ = rl.lm.load_or_train_sft(tok, task, rl.lm.SFTConfig(seed=seed), checkpoint=checkpoint,
-                                           model_seed=seed, progress=False)
-    return task, tok, policy
 
 
 def final_eval(policy, tok, task) -> dict:
@@ -151,7 +137,7 @@ def main(argv=None) -> dict:
           f"× 1 thread; budget {BUDGET} completions; {COMMON}", flush=True)
     jobs = [(seed, "before") for seed in args.seeds]
     jobs += [(seed, name) for seed in args.seeds for name in args.conditions]
-    start, rows = time.perf_counter(), []
+    start = time.perf_counter()
 
     def show(r):
         extra = "" if r["condition"] == "before" else (f" entropy {r['final_entropy']:.3f} length {r['final_length']:.1f} "
@@ -159,15 +145,7 @@ def main(argv=None) -> dict:
         print(f"seed {r['seed']} {r['condition']:<22} pass@1 {r['pass@1']:.3f} pass@64 {r['pass@64']:.3f} "
               f"greedy {r['greedy']:.3f}{extra}", flush=True)
 
-    if args.workers > 1:
-        with mp.get_context("spawn").Pool(args.workers) as pool:
-            for row in pool.imap_unordered(one_run, jobs):
-                rows.append(row)
-                show(row)
-    else:
-        for job in jobs:
-            rows.append(one_run(job))
-            show(rows[-1])
+    rows = run_jobs(one_run, jobs, args.workers, show)
     order = ["before", *CONDITIONS]
     rows.sort(key=lambda r: (r["seed"], order.index(r["condition"])))
     table = {}
@@ -185,11 +163,7 @@ def main(argv=None) -> dict:
               "command": "python benchmarks/entropy_dynamics.py --seeds " + " ".join(map(str, args.seeds))
                          + f" --workers {args.workers} --save"}
     if args.save:
-        from rlbook.config import BENCHMARK_RESULTS
-
-        path = BENCHMARK_RESULTS / "entropy_dynamics.json"
-        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"saved to {path}")
+        save_record("entropy_dynamics", record)
     return record
 
 

@@ -38,10 +38,10 @@ One thread per run; runs repeat exactly on one machine, another CPU changes floa
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing as mp
 import platform
 import time
+
+from _runner import run_jobs, save_record
 
 NUM_STEPS = 60
 NUM_HELD_OUT = 500
@@ -109,22 +109,14 @@ def main(argv=None) -> dict:
           f"{args.workers} worker(s) × 1 thread; {NUM_STEPS} GRPO steps of 64 prompts × 8, cap C = "
           f"{rl.GRPOConfig().is_cap}; held-out pass@1 on {NUM_HELD_OUT} problems × 16 samples", flush=True)
     jobs = [(seed, name) for seed in args.seeds for name in args.conditions]
-    start, rows = time.perf_counter(), []
+    start = time.perf_counter()
 
     def show(row):
         print(f"seed {row['seed']} {row['condition']:<14} pass@1 {row['pass@1']:.3f} greedy {row['greedy_accuracy']:.3f} "
               f"KL {row['final_kl']:.3f} sampler KL {row['sampler_kl']:.4f} out of band {row['out_of_band']:.3f} "
               f"({row['wall_s']:.0f} s)", flush=True)
 
-    if args.workers > 1:
-        with mp.get_context("spawn").Pool(args.workers) as pool:
-            for row in pool.imap_unordered(one_run, jobs):
-                rows.append(row)
-                show(row)
-    else:
-        for job in jobs:
-            rows.append(one_run(job))
-            show(rows[-1])
+    rows = run_jobs(one_run, jobs, args.workers, show)
     rows.sort(key=lambda r: (r["seed"], list(CONDITIONS).index(r["condition"])))
     by = {name: [r for r in rows if r["condition"] == name] for name in args.conditions}
     table, comparisons = {}, {}
@@ -153,11 +145,7 @@ def main(argv=None) -> dict:
               "command": "python benchmarks/mismatch_training.py --seeds " + " ".join(map(str, args.seeds))
                          + f" --workers {args.workers} --save"}
     if args.save:
-        from rlbook.config import BENCHMARK_RESULTS
-
-        path = BENCHMARK_RESULTS / "mismatch_training.json"
-        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"saved to {path}")
+        save_record("mismatch_training", record)
     return record
 
 

@@ -1,0 +1,35 @@
+"""What the per-seed benchmarks share: run (seed, condition) jobs on worker processes, and save a record.
+
+Each job runs in a fresh process (``spawn``: one torch thread each, no state carried between runs), and
+``show`` prints each result as it arrives (completion order); the caller sorts the rows.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+
+
+def run_jobs(one_run, jobs: list, workers: int, show) -> list:
+    """``[one_run(job) for job in jobs]`` on ``workers`` processes (in this process when ``workers`` is 1),
+    calling ``show(row)`` as each row arrives; rows in completion order."""
+    rows = []
+    if workers > 1:
+        with mp.get_context("spawn").Pool(workers) as pool:
+            for row in pool.imap_unordered(one_run, jobs):
+                rows.append(row)
+                show(row)
+    else:
+        for job in jobs:
+            rows.append(one_run(job))
+            show(rows[-1])
+    return rows
+
+
+def save_record(name: str, record: dict) -> None:
+    """Write ``record`` to ``rlbook/data/<name>.json`` (what ``rl.benchmark_results(name)`` reads) and say so."""
+    from rlbook.config import BENCHMARK_RESULTS
+
+    path = BENCHMARK_RESULTS / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"saved to {path}")
