@@ -58,6 +58,8 @@ class History:
         episode_end_steps: cumulative env steps (all envs) when each episode finished.
         config: the config object the run used (for the record).
         wall_seconds: wall-clock time of the run, set by the trainer.
+        series: name -> list of per-update 1-D arrays (a distribution per update, e.g.
+            ``entropy_by_position``), logged with :meth:`log_series`; ``history[name]`` stacks them.
     """
 
     metrics: dict[str, list[float]] = field(default_factory=dict)
@@ -66,6 +68,21 @@ class History:
     episode_end_steps: list[int] = field(default_factory=list)
     config: Any = None
     wall_seconds: float = 0.0
+    series: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+    def log_series(self, **values) -> None:
+        """Append one 1-D array per series name (tensors are converted to float arrays on the CPU).
+
+        Raises:
+            ValueError: a value is not one-dimensional.
+        """
+        for key, value in values.items():
+            if hasattr(value, "detach"):
+                value = value.detach().cpu()
+            arr = np.asarray(value, dtype=float)
+            if arr.ndim != 1:
+                raise ValueError(f"series `{key}` takes one-dimensional values; got shape {arr.shape}")
+            self.series.setdefault(key, []).append(arr)
 
     def log(self, **values: float) -> None:
         """Append one value per metric name (floats; tensors are converted with ``float``)."""
@@ -81,12 +98,18 @@ class History:
     def __getitem__(self, key: str) -> np.ndarray:
         if key in self.metrics:
             return np.asarray(self.metrics[key], dtype=float)
+        if key in self.series:  # (updates, width), NaN-padded to the widest entry
+            rows = self.series[key]
+            out = np.full((len(rows), max((r.size for r in rows), default=0)), np.nan)
+            for i, r in enumerate(rows):
+                out[i, : r.size] = r
+            return out
         if key in ("episode_returns", "episode_lengths", "episode_end_steps"):
             return np.asarray(getattr(self, key), dtype=float)
-        raise KeyError(f"no metric {key!r}; logged metrics: {sorted(self.metrics)}")
+        raise KeyError(f"no metric {key!r}; logged metrics: {sorted(self.metrics)}, series: {sorted(self.series)}")
 
     def __contains__(self, key: str) -> bool:
-        return key in self.metrics
+        return key in self.metrics or key in self.series
 
     @property
     def num_updates(self) -> int:

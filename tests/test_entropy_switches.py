@@ -347,3 +347,43 @@ def test_the_step_names_a_missing_or_detached_entropy_and_a_missing_generator():
         with pytest.raises(ValueError, match=f"`{name}`"):
             rl.grpo_microbatch_train_step(lp0.clone().requires_grad_(True), mask, 1, "grpo_clip", entropy=entropy,
                                           **{name: value}, **common)
+
+
+# -- entropy logged by position ------------------------------------------------------------------
+
+def test_entropy_by_position_is_the_mean_entropy_of_the_sampled_tokens_at_each_position():
+    """Rescored independently from the recorded texts (one minibatch, so every row is scored by π_old): position
+    t's value is the mean entropy over the completions that reach t; positions no completion reaches are NaN;
+    the count-weighted mean over positions is the token mean, which is the logged ``entropy``."""
+    _, _, metrics, _, ent, mask, _ = _one_step()
+    by_position = metrics["entropy_by_position"]
+    assert by_position.shape == (5,)  # max_new_tokens
+    m = mask.double()
+    counts = m.sum(0)
+    expected = torch.full((5,), float("nan"), dtype=torch.float64)
+    expected[: m.shape[1]][counts > 0] = ((ent * m).sum(0) / counts.clamp(min=1))[counts > 0]
+    torch.testing.assert_close(by_position.double(), expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert not torch.isnan(by_position[0])
+    token_mean = (ent * m).sum() / m.sum()
+    weighted = (by_position[: m.shape[1]][counts > 0].double() * counts[counts > 0]).sum() / counts.sum()
+    torch.testing.assert_close(weighted, token_mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(metrics["entropy"].double(), token_mean, rtol=1e-5, atol=1e-6)
+
+
+def test_train_grpo_logs_entropy_by_position_as_a_series_one_row_per_step():
+    hist = rl.train_grpo(_tiny_policy(), TOK, AdditionTask(num_digits=1), _config(num_steps=3), progress=False)
+    by_position = hist["entropy_by_position"]
+    assert by_position.shape == (3, 5) and "entropy_by_position" in hist and "entropy_by_position" not in hist.metrics
+    assert np.isfinite(by_position[:, 0]).all() and (by_position[np.isfinite(by_position)] >= 0).all()
+    assert (by_position[np.isfinite(by_position)] <= math.log(len(TOK)) + 1e-6).all()
+
+
+def test_history_series_stack_rows_and_reject_non_vectors():
+    hist = rl.History()
+    hist.log_series(x=torch.tensor([1.0, 2.0]))
+    hist.log_series(x=np.array([3.0]))
+    np.testing.assert_array_equal(hist["x"], np.array([[1.0, 2.0], [3.0, np.nan]]))
+    with pytest.raises(ValueError, match="series `y` takes one-dimensional values"):
+        hist.log_series(y=np.zeros((2, 2)))
+    with pytest.raises(KeyError, match="series"):
+        hist["z"]

@@ -97,7 +97,11 @@ where ProRL reset π_ref), with a sampler that is not the policy also sampler_lo
 sampler_kl and sampler_out_of_band_fraction (:func:`_mismatch_metrics`), with ``top_entropy_quantile``
 < 1 entropy_kept_fraction (share of the loss tokens that kept a policy gradient, last pass), with an
 ``entropy_control`` cov_selected_fraction (share of the loss tokens Clip-Cov removed or KL-Cov
-penalised, last pass), retired_prompts (ScaleRL's pool exclusions so far). With
+penalised, last pass), retired_prompts (ScaleRL's pool exclusions so far). Logged per step as a series
+(``History.log_series``; ``history["entropy_by_position"]`` is a (steps, max_new_tokens) array):
+entropy_by_position, the mean token entropy at each completion position t over the completions that
+reach t (NaN where none does, and on a step without an update), scored as ``entropy`` is (first pass,
+each minibatch by the policy as it is then). With
 ``eval_every > 0`` also eval_step, eval_completions (completions generated before that
 evaluation), eval_greedy_accuracy, eval_pass@1, eval_pass@8.
 """
@@ -260,6 +264,7 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
     # 3. μ passes over M minibatches of whole groups: per-token loss (+ β·k3), aggregation and
     #    backward in one library call (rl.grpo_microbatch_train_step), one AdamW step each
     kl, entropy, last = [], [], []
+    entropy_sum, entropy_count = torch.zeros(mask.shape[1], dtype=torch.float64), torch.zeros(mask.shape[1])
     for epoch in range(config.num_inner_epochs):
         for groups, rows in minibatches:
             log_probs, ent = completion_log_probs(policy, prompt_ids[groups], completion_ids[rows], prompt_mask[groups],
@@ -268,6 +273,8 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
             if epoch == 0:
                 kl.append(torch.zeros(()) if ref is None else masked_mean(kl_k3(log_probs.detach(), ref), mask[rows]))
                 entropy.append(masked_mean(ent.detach(), mask[rows]))
+                entropy_sum += (ent.detach().double() * mask[rows]).sum(dim=0).cpu()
+                entropy_count += mask[rows].sum(dim=0).cpu()
             optimizer.zero_grad(set_to_none=True)
             loss, meta = grpo_microbatch_train_step(
                 log_probs, loss_mask[rows], 1, loss_type, advantages=advantages[rows], old_log_probs=old_log_probs[rows],
@@ -282,8 +289,11 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
         if critic is not None:
             metrics["value_loss"] = _critic_update(critic, critic_optimizer, prompt_ids, batch, prompt_mask, mask,
                                                    returns, config)
+    by_position = torch.full((config.max_new_tokens,), float("nan"))
+    reached = entropy_count > 0
+    by_position[: mask.shape[1]][reached] = (entropy_sum[reached] / entropy_count[reached]).float()
     return {**metrics, **_update_metrics(last), "kl": torch.stack(kl).mean(), "entropy": torch.stack(entropy).mean(),
-            "loss": loss.detach(), "grad_norm": grad_norm}
+            "loss": loss.detach(), "grad_norm": grad_norm, "entropy_by_position": by_position}
 
 
 def _entropy_switches(config, entropy, generator) -> dict:
@@ -357,6 +367,7 @@ def _sampling_metrics(batch, config) -> dict:
         "value_loss": nan, "kl": nan, "entropy": nan, "clip_fraction": nan, "ratio_std": nan, "loss": nan, "grad_norm": nan,
         **({name: nan for name in _CORRECTION_METRICS} if config.is_correction != "none" else {}),
         **{name: nan for name in _entropy_metric_names(config)},
+        "entropy_by_position": torch.full((config.max_new_tokens,), float("nan")),
     }
 
 
@@ -497,6 +508,7 @@ def train_grpo(policy, tokenizer, task, config: GRPOConfig | None = None, progre
         metrics = grpo_step(policy, ref_policy, optimizer, tokenizer, train_task, config, generator, forbidden,
                             critic=critic, critic_optimizer=critic_optimizer, retired=retired, sampler=sampler)
         generated += int(metrics["completions_generated"])
+        history.log_series(entropy_by_position=metrics.pop("entropy_by_position"))
         logged = {name: float(value) for name, value in metrics.items()}
         logged.update(ref_reset=float(reset), retired_prompts=float(len(retired)))
         history.log(**logged)
