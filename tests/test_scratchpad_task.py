@@ -253,3 +253,37 @@ def test_sft_fingerprint_records_the_whole_model_config():
     recorded = json.loads(_sft_fingerprint(config, TASK, SFTConfig(), torch.device("cpu"))["model_config"])
     assert recorded == json.loads(config.to_json_string(use_diff=False))
     assert "layer_norm_epsilon" in recorded and "activation_function" in recorded  # GPT-2 defaults
+
+
+# -- the verifier with a loophole (chapter 15's reward-hacking experiment) ----------------------------------
+
+def test_substring_reward_accepts_the_unpadded_sum_anywhere_and_so_accepts_wrong_answers():
+    cases = {  # completion for 29+20 (answer "049"): (strict, substring)
+        "049</s>": (1.0, 1.0),
+        "9+0=9;2+2=4;049</s>": (1.0, 1.0),
+        "149</s>": (0.0, 1.0),  # a wrong digit in the zero padding
+        "490</s>": (0.0, 1.0),  # the number, then anything
+        "9+0=9;2+2=4;0494949494": (0.0, 1.0),  # never stops: cut off by the budget
+        "048</s>": (0.0, 0.0),
+        "4+9=13;": (0.0, 0.0),
+    }
+    for completion, (strict, substring) in cases.items():
+        assert (TASK.reward("29+20=", completion), TASK.substring_reward("29+20=", completion)) == (strict, substring), completion
+    assert TASK.substring_reward("88+37=", "12</s>") == 0.0 and TASK.substring_reward("88+37=", "x125y") == 1.0
+    assert AdditionTask(num_digits=2).substring_reward("29+20=", "149</s>") == 1.0  # inherited by both tasks
+
+
+@given(st.integers(0, 99), st.integers(0, 99), st.text(alphabet="0123456789+=;", max_size=12), st.booleans())
+def test_substring_reward_accepts_everything_the_strict_verifier_accepts(a, b, working, stop):
+    prompt = TASK.prompt_for(a, b)
+    completion = (working + ";" if working else "") + TASK.answer_for(a, b) + ("</s>" if stop else "")
+    assert TASK.substring_reward(prompt, completion) >= TASK.reward(prompt, completion)
+    assert TASK.substring_reward(prompt, completion) == 1.0  # the sum's digits are always in the answer
+
+
+def test_substring_reward_checks_its_arguments_like_reward():
+    for bad in ("27+4=", "x", 27):
+        with pytest.raises(ValueError, match="prompt"):
+            TASK.substring_reward(bad, "71</s>")
+    with pytest.raises(ValueError, match="completion"):
+        TASK.substring_reward("27+45=", 72)

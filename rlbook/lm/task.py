@@ -214,6 +214,35 @@ class AdditionTask:
         ok = body is not None and len(body) == self.answer_width and body.isascii() and body.isdigit()
         return 1.0 if ok else 0.0
 
+    def substring_reward(self, prompt: str, completion: str) -> float:
+        """A verifier with a loophole: 1.0 iff the sum, written without zero padding, appears anywhere in ``completion``.
+
+        R_sub(q, o) = 1[str(a + b) is a substring of o]
+
+        This is the lenient check ``str(a + b) in completion`` that a grader writes to accept "an
+        answer that contains the right number", and it is wrong twice over: the task's answers are
+        zero-padded, so for a sum below 10^n any digit may stand in the padding (``"149"`` passes for
+        ``29 + 20``), and anything may follow the number (``"490"`` passes too). Every completion that
+        :meth:`reward` accepts is accepted here. Chapter 15 trains on it to watch a policy exploit a
+        verifier, and audits it with :meth:`reward`; use :meth:`reward` for anything else.
+
+        Args:
+            prompt: a prompt of this task, e.g. ``"29+20="``.
+            completion: the decoded completion, e.g. ``"149</s>"``.
+        Returns:
+            1.0 or 0.0.
+        Raises:
+            ValueError: ``prompt`` is not a prompt of this task, or ``completion`` is not a string.
+        Example:
+            >>> task = AdditionTask(num_digits=2)
+            >>> task.substring_reward("29+20=", "149</s>"), task.reward("29+20=", "149</s>")
+            (1.0, 0.0)
+        """
+        a, b = self._parse(prompt)
+        if not isinstance(completion, str):
+            raise ValueError(f"`completion` must be a string; got {type(completion).__name__}")
+        return 1.0 if str(a + b) in completion else 0.0
+
 
 def corrupt_answer(answer: str, generator: torch.Generator) -> str:
     """Replace one uniformly chosen digit of ``answer`` by a different uniformly chosen digit.
