@@ -6,8 +6,30 @@ Each job runs in a fresh process (``spawn``: one torch thread each, no state car
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing as mp
+import platform
+
+
+def seed_parser(doc: str, name: str, conditions=None) -> argparse.ArgumentParser:
+    """The per-seed benchmarks' command line: ``--seeds`` (default 0–9), ``--workers`` (default 1), ``--save``
+    (write ``rlbook/data/<name>.json``) and, when ``conditions`` are given, ``--conditions`` (default all)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
+    if conditions is not None:
+        parser.add_argument("--conditions", nargs="+", default=list(conditions), choices=list(conditions))
+    parser.add_argument("--workers", type=int, default=1, help="parallel processes, one run each at a time")
+    parser.add_argument("--save", action="store_true", help=f"write rlbook/data/{name}.json")
+    return parser
+
+
+def versions(workers: int) -> str:
+    """The line every per-seed benchmark prints first: torch and Python versions, machine, workers × 1 thread."""
+    import torch
+
+    return (f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, "
+            f"{workers} worker(s) × 1 thread")
 
 
 def run_jobs(one_run, jobs: list, workers: int, show) -> list:

@@ -32,12 +32,11 @@ One thread per run; runs repeat exactly on one machine, another CPU changes floa
 
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 
 import numpy as np
-from _runner import run_jobs, save_record
+from _runner import run_jobs, save_record, seed_parser, versions
 from grpo_variants import setup  # the seed's supervised scratchpad model, cached as grpo_variants caches it
 
 BUDGET = 10240
@@ -123,18 +122,13 @@ def one_run(job) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
-    parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--save", action="store_true", help="write rlbook/data/entropy_dynamics.json")
+    parser = seed_parser(__doc__, "entropy_dynamics", CONDITIONS)
     args = parser.parse_args(argv)
     import torch
 
     import rlbook as rl
 
-    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, {args.workers} worker(s) "
-          f"× 1 thread; budget {BUDGET} completions; {COMMON}", flush=True)
+    print(f"{versions(args.workers)}; budget {BUDGET} completions; {COMMON}", flush=True)
     jobs = [(seed, "before") for seed in args.seeds]
     jobs += [(seed, name) for seed in args.seeds for name in args.conditions]
     start = time.perf_counter()

@@ -37,11 +37,10 @@ One thread per run; runs repeat exactly on one machine, another CPU changes floa
 
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 
-from _runner import run_jobs, save_record
+from _runner import run_jobs, save_record, seed_parser, versions
 
 NUM_STEPS = 60
 NUM_HELD_OUT = 500
@@ -95,18 +94,13 @@ def one_run(job) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
-    parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
-    parser.add_argument("--workers", type=int, default=1, help="parallel processes, one run each at a time")
-    parser.add_argument("--save", action="store_true", help="write rlbook/data/mismatch_training.json")
+    parser = seed_parser(__doc__, "mismatch_training", CONDITIONS)
     args = parser.parse_args(argv)
     import torch
 
     import rlbook as rl
 
-    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, "
-          f"{args.workers} worker(s) × 1 thread; {NUM_STEPS} GRPO steps of 64 prompts × 8, cap C = "
+    print(f"{versions(args.workers)}; {NUM_STEPS} GRPO steps of 64 prompts × 8, cap C = "
           f"{rl.GRPOConfig().is_cap}; held-out pass@1 on {NUM_HELD_OUT} problems × 16 samples", flush=True)
     jobs = [(seed, name) for seed in args.seeds for name in args.conditions]
     start = time.perf_counter()

@@ -10,11 +10,11 @@ exploit has time to show. Two conditions, paired by seed (same supervised model,
   strict      trained on ``task.reward`` (exact answer after the working): the fixed verifier
 
 Every training completion is scored by both verifiers whichever one trains, so each run records, per step,
-the proxy (substring) reward, the strict reward and their gap, and how many final answers were shorter
-than the task's n + 1 digits (the reach of a loophole that would pay for dropping digits). After training:
-held-out pass@1 by each verifier on the same samples (300 problems × 16, evaluation seed 1); their
-difference is the share of accepted-but-wrong answers; and, for the audit, 16 samples on each of the first 64
-held-out problems (sampling seed 3): the share accepted but wrong and the first of them.
+the proxy (substring) reward and the strict reward of the training batch (their gap is what an alarm watches)
+and the mean completion length, and over the run how many final answers were shorter than the task's n + 1
+digits. After training: held-out pass@1 by each verifier on the same samples (300 problems × 16, evaluation
+seed 1), whose difference is the share of accepted-but-wrong answers; and, for the audit, 16 samples on each
+of the first 64 held-out problems (sampling seed 3): the share accepted but wrong and the first of them.
 
     python benchmarks/reward_hacking.py --seeds 0 1 2 3 4 5 6 7 8 9 --workers 2 --save   # rlbook/data/reward_hacking.json
     python benchmarks/reward_hacking.py --seeds 0 --conditions substring
@@ -24,12 +24,11 @@ One thread per run; runs repeat exactly on one machine, another CPU changes floa
 
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 
 import numpy as np
-from _runner import run_jobs, save_record
+from _runner import run_jobs, save_record, seed_parser, versions
 from entropy_dynamics import COMMON
 from grpo_variants import setup
 
@@ -99,8 +98,7 @@ def one_run(job) -> dict:
     seconds = time.perf_counter() - start
     per_step = config.prompts_per_step * config.group_size
     log = np.asarray(scored.log).reshape(len(hist["reward"]), per_step, 3).mean(axis=1)
-    curves = {"strict": log[:, 0], "substring": log[:, 1], "short_final": log[:, 2],
-              "entropy": hist["entropy"], "completion_length": hist["completion_length"]}
+    curves = {"strict": log[:, 0], "substring": log[:, 1], "completion_length": hist["completion_length"]}
     curves = {k: [round(float(v), 5) for v in vals] for k, vals in curves.items()}
     return {"seed": seed, "condition": name, **held_out(policy, tok, task), "curves": curves,
             "short_final_count": int(round(float(np.sum(np.asarray(scored.log)[:, 2])))),
@@ -108,18 +106,13 @@ def one_run(job) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
-    parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--save", action="store_true", help="write rlbook/data/reward_hacking.json")
+    parser = seed_parser(__doc__, "reward_hacking", CONDITIONS)
     args = parser.parse_args(argv)
     import torch
 
     import rlbook as rl
 
-    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, {args.workers} worker(s) "
-          f"× 1 thread; budget {BUDGET} completions; {COMMON}, kl_coef 0.0", flush=True)
+    print(f"{versions(args.workers)}; budget {BUDGET} completions; {COMMON}, kl_coef 0.0", flush=True)
     jobs = [(seed, "before") for seed in args.seeds] + [(seed, name) for seed in args.seeds for name in args.conditions]
     start = time.perf_counter()
 

@@ -1,4 +1,4 @@
-"""The per-seed benchmark results that chapters 3, 7, 9, 12, 13 and 14 compare from (``rl.benchmark_results``).
+"""The per-seed benchmark results that chapters 3, 7, 9, 12, 13, 14 and 15 compare from (``rl.benchmark_results``).
 
 Each shipped file must hold one value per seed for every method the chapter names, in seed order,
 so that ``rl.compare`` pairs seed k with seed k; and the command that wrote it must be recorded.
@@ -98,3 +98,44 @@ def test_mismatch_training_keeps_every_paired_seed_and_its_table_follows_from_th
         comparison = rl.compare([r["pass@1"] for r in by[a]], [r["pass@1"] for r in by[b]])
         assert (comparison.mean_diff, comparison.ci_low, comparison.ci_high) == pytest.approx(
             (stored["mean_diff"], stored["ci_low"], stored["ci_high"]), abs=1e-12)
+
+
+def test_reward_hacking_keeps_every_paired_seed_and_its_numbers_follow_from_them():
+    """Chapter 15's reward-hacking section reads the per-seed runs: every condition on the same ten seeds;
+    the substring check accepts everything the strict verifier does, at every step and held out; the
+    accepted-but-wrong share is the difference of the two pass@1s; the stored table is recomputed from the
+    runs; and the audit examples are what the name says (accepted by the substring check, rejected by the
+    strict verifier)."""
+    saved = rl.benchmark_results("reward_hacking")
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and saved["command"].startswith("python benchmarks/reward_hacking.py") and "--save" in saved["command"]
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in ("before", "substring", "strict")}
+    task = rl.lm.ScratchpadAdditionTask(num_digits=2)
+    steps = saved["budget"] // (saved["common"]["prompts_per_step"] * saved["common"]["group_size"])
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for r in runs:
+            assert r["substring_pass@1"] >= r["pass@1"] and r["accepted_wrong"] == pytest.approx(r["substring_pass@1"] - r["pass@1"])
+            for q, o in r["examples"]:
+                assert task.substring_reward(q, o) == 1.0 and task.reward(q, o) == 0.0, (c, q, o)
+            if c != "before":
+                curves = r["curves"]
+                assert len(curves["strict"]) == len(curves["substring"]) == len(curves["completion_length"]) == steps
+                assert all(s >= t for s, t in zip(curves["substring"], curves["strict"])), c
+        for key in ("pass@1", "substring_pass@1", "accepted_wrong"):
+            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12), (c, key)
+
+
+def test_passk_after_rl_keeps_every_paired_seed_and_its_curves_follow_from_the_counts():
+    """Chapter 15's pass@k section reads the per-problem counts: ten or more seeds, each with the counts of
+    correct samples out of ``num_samples`` on ``num_problems`` problems before and after RL, and the stored
+    pass@k curves recomputed from them by the unbiased estimator."""
+    saved = rl.benchmark_results("passk_after_rl")
+    seeds, n, ks = saved["seeds"], saved["num_samples"], saved["ks"]
+    assert len(seeds) >= 10 and saved["command"].startswith("python benchmarks/passk_after_rl.py") and "--save" in saved["command"]
+    assert sorted(r["seed"] for r in saved["runs"]) == sorted(seeds) and max(ks) == n
+    for r in saved["runs"]:
+        for phase in ("before", "after"):
+            counts = r[phase]["counts"]
+            assert len(counts) == saved["num_problems"] and all(0 <= c <= n for c in counts)
+            assert r[phase]["pass@k"] == pytest.approx(list(rl.pass_at_k_curve(n, counts, ks)), abs=1e-12)
