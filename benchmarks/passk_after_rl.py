@@ -19,12 +19,11 @@ One thread per run; runs repeat exactly on one machine, another CPU changes floa
 
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 
 import numpy as np
-from _runner import run_jobs, save_record
+from _runner import run_jobs, save_record, seed_parser, versions
 from harder_task import setup  # the seed's supervised 3-digit scratchpad model, cached as harder_task caches it
 
 BUDGET = 30720
@@ -59,15 +58,11 @@ def one_run(seed: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--save", action="store_true", help="write rlbook/data/passk_after_rl.json")
+    parser = seed_parser(__doc__, "passk_after_rl")
     args = parser.parse_args(argv)
     import torch
 
-    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, {args.workers} worker(s) "
-          f"× 1 thread; budget {BUDGET} completions; {COMMON}; {NUM_PROBLEMS} problems × {NUM_SAMPLES} samples", flush=True)
+    print(f"{versions(args.workers)}; budget {BUDGET} completions; {COMMON}; {NUM_PROBLEMS} problems × {NUM_SAMPLES} samples", flush=True)
     start = time.perf_counter()
 
     def show(r):
