@@ -10,19 +10,25 @@
 # * switch on the entropy-management methods of 2025 (an entropy bonus, Clip-Cov, KL-Cov, training on
 #   the high-entropy "forking" tokens only) and compare them at equal budget;
 # * say what random and format-only rewards do to a model trained from scratch, and why that differs from
-#   the pretrained models on which they were reported to help.
+#   the pretrained models on which they were reported to help;
+# * watch a policy find a loophole in its verifier, catch it three ways (the gap between the reward it
+#   trained on and a strict verifier's, a strict verifier on held-out problems, reading samples) and fix it;
+# * test on a harder split whether RL expands what the model can solve or only sharpens it, by pass@k up
+#   to $k = 256$.
 #
 # **Prerequisites.** GRPO and the scratchpad task (chapters 9–10); the recipes of chapter 11.
 #
 # **Where this fits.** Chapters 9–11 measured what RL does to the *reward*. Practitioners ask as often
 # what it does to the *policy*: its entropy collapses and exploration with it, its answers grow or
-# shrink, and it finds whatever the reward pays for. Cui et al. 2025 (arXiv:2505.22617) made the first of
+# shrink, it finds whatever the reward pays for, loopholes included, and it may solve fewer problems at
+# all while it solves more of them on the first try. Cui et al. 2025 (arXiv:2505.22617) made the first of
 # these measurable; Shao et al. 2025 (arXiv:2506.10947) found that on some pretrained models even a
 # random reward improves accuracy. This chapter measures both on the book's model, where a reader can
 # watch it happen in minutes.
 
 # %%
 import copy
+import inspect
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -300,29 +306,6 @@ pass64_cmp = rl.compare(values("random_reward", "pass@64"), values("before", "pa
 print("pass@64:", pass64_cmp)
 
 # %% [markdown]
-# ## 15.5 The entropy explorer
-#
-# **Explore.** The `entropy` explorer (also `rlbook explore entropy`) runs §15.1's six-token policy through
-# repeated clipped policy-gradient steps, exactly (expectations over the tokens, nothing sampled). Choose
-# which tokens are rewarded, the clip range (symmetric, or clip-higher with $\varepsilon_{\text{high}} > \varepsilon_{\text{low}}$), the
-# entropy bonus, the step size and the number of passes per step; it draws the entropy over the steps
-# beside the same run at symmetric clipping and without the bonus, each token's probability, and the
-# first-order prediction (15.1) against the exact change. The static figure shows the confident token
-# rewarded, $\varepsilon = 0.2/0.28$, no bonus, $\eta = 1$, four passes per step.
-
-# %%
-fig, axes = plt.subplots(2, 2, figsize=ENTROPY_FIGSIZE)
-plot_entropy("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4, axes=axes.flatten())
-fig.tight_layout()
-print(entropy_readout("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4)[0]);
-
-# %%
-try:
-    display(entropy_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
-except ImportError:
-    print("ipywidgets is not installed: the static figure above shows the explorer's default setting")
-
-# %% [markdown]
 # On a model trained from scratch, rewards that teach nothing do harm, and a lot of it. Both spurious
 # rewards end far *below* the supervised model they started from, in pass@1, in greedy accuracy and even
 # in pass@64, which the supervised model had at its ceiling and a coin-flip reward lowers. The entropy
@@ -356,6 +339,283 @@ rl.claim_comparison("and short", rl.compare(values("format_reward", "final_lengt
                                             names=("format_reward's length", "grpo_b0's")), "<")
 
 # %% [markdown]
+# ## 15.5 A verifier with a loophole, and the policy that finds it
+#
+# A verifier is code, and code has bugs. When a bug makes it accept wrong answers, RL becomes an optimiser
+# pointed at the bug: whatever the verifier pays for and the policy can reach by sampling gets reinforced,
+# whether or not it is the task. This is *reward hacking* (Amodei et al. 2016, arXiv:1606.06565, call it
+# "reward hacking" among their concrete problems; chapter 12 met its cousin, over-optimising a learned
+# reward model). With verifiable rewards it shows up as graders that score an empty answer, a malformed one,
+# or one that merely *contains* the right number.
+#
+# The last is the loophole here. A grader that wants to accept "72" as well as "072" might check whether the
+# sum appears anywhere in the completion, `str(a + b) in completion`. The library keeps that check as
+# `task.substring_reward`, documented as a verifier with a loophole:
+
+# %%
+print(inspect.getsource(rl.lm.AdditionTask.substring_reward).split('"""')[-1].strip())
+probe = rl.lm.ScratchpadAdditionTask(num_digits=2)
+for prompt, completion in [("29+20=", "049</s>"), ("29+20=", "149</s>"), ("29+20=", "9+0=9;2+2=4;0494949494"),
+                           ("88+37=", "8+7=15;8+3+1=12;125</s>")]:
+    print(f"{prompt} {completion:<26} strict verifier {probe.reward(prompt, completion):.0f}   "
+          f"substring check {probe.substring_reward(prompt, completion):.0f}")
+
+# %% [markdown]
+# It accepts everything the strict verifier accepts, and more: a wrong digit in the zero padding of a sum
+# below 100, and a right number followed by anything, including an answer that never stops. How much more
+# depends on what the policy writes, so the loophole is a property of the pair, verifier and policy.
+#
+# `benchmarks/reward_hacking.py` trains `grpo_b0` from each seed's supervised model twice, once on the
+# substring check and once on the strict verifier (the fix), for 92,160 generated completions (360 steps of
+# 32 prompts × 8, nine times §15.2's budget, so that a slow exploit has time to show), on ten paired seeds.
+# Every training completion is scored by *both* verifiers, whichever one trains, so each run records the
+# reward the trainer saw and the reward it should have seen. After training, held-out pass@1 is measured by
+# each verifier on the same samples (300 problems × 16); the difference is the share of samples the
+# substring check accepts although they are wrong.
+
+# %%
+hack = rl.benchmark_results("reward_hacking")
+hack_by = {c: [r for r in hack["runs"] if r["condition"] == c] for c in ("before", "substring", "strict")}
+assert all([r["seed"] for r in rs] == hack["seeds"] for rs in hack_by.values())  # paired
+HACK_NAMES = {"before": "supervised start", "substring": "trained on the substring check",
+              "strict": "trained on the strict verifier"}
+
+
+def hack_values(condition, key):
+    return np.array([r[key] for r in hack_by[condition]])
+
+
+print(f"{len(hack['seeds'])} paired seeds; budget {hack['budget']:,} completions ({hack['command']}; torch {hack['torch']})")
+print(f"{'':<32}{'strict pass@1':>24}{'substring pass@1':>24}{'accepted but wrong':>24}")
+for c, name in HACK_NAMES.items():
+    cells = [rl.mean_ci(hack_values(c, key)) for key in ("pass@1", "substring_pass@1", "accepted_wrong")]
+    print(f"{name:<32}" + "".join(f"{m:>10.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in cells))
+true_cmp = rl.compare(hack_values("substring", "pass@1"), hack_values("strict", "pass@1"),
+                      names=("substring-trained strict pass@1", "strict-trained"))
+proxy_cmp = rl.compare(hack_values("substring", "substring_pass@1"), hack_values("strict", "substring_pass@1"),
+                       names=("substring-trained substring pass@1", "strict-trained"))
+found_cmp = rl.compare(hack_values("substring", "accepted_wrong"), hack_values("before", "accepted_wrong"),
+                       names=("substring-trained accepted-but-wrong", "supervised start"))
+for c in (true_cmp, proxy_cmp, found_cmp):
+    print(c)
+
+# %%
+def smooth(values, window=10):
+    return rl.rolling_mean(values, window)
+
+
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), dpi=80)
+for ax, c in zip(axes[:2], ("substring", "strict")):
+    for r in hack_by[c]:
+        ax.plot(smooth(r["curves"]["strict"]), color="C3", alpha=0.25, lw=0.8)
+    for key, color, label in (("substring", "C0", "reward by the substring check"), ("strict", "C3", "reward by the strict verifier")):
+        ax.plot(np.mean([smooth(r["curves"][key]) for r in hack_by[c]], axis=0), color=color, lw=2, label=label)
+    ax.set_title(HACK_NAMES[c] + " (thin: each seed)", fontsize=9)
+    ax.set_ylim(0, 1.02); ax.set_ylabel("share of the training batch", fontsize=8)
+for c, color in (("substring", "C0"), ("strict", "C3")):
+    axes[2].plot(np.mean([smooth(r["curves"]["completion_length"]) for r in hack_by[c]], axis=0), color=color, label=HACK_NAMES[c])
+axes[2].set_title("Completion length (mean over seeds)", fontsize=9); axes[2].set_ylabel("tokens", fontsize=8)
+axes[0].legend(fontsize=7, loc="lower left"); axes[2].legend(fontsize=7)
+for ax in axes:
+    ax.set_xlabel("GRPO step (32 prompts × 8; 10-step rolling mean)", fontsize=8)
+plt.tight_layout();
+
+# %% [markdown]
+# Trained on the substring check, the policy finds the loophole. At first both rewards climb together, as
+# they do under the strict verifier. Then, seed after seed, the strict reward of
+# the training batches falls while the reward the trainer sees stays near 1; every seed ends at least ten
+# points below its own peak. The policy has learned that the right number followed by *anything* pays as
+# well as the right number: it appends digits after its answer, repeats it, or never writes the end token
+# at all, and its completions end longer than the strict-trained policy's. On held-out problems half of what
+# it writes is accepted but wrong, up from 7 % for the supervised model it started from, and on two seeds
+# almost nothing it writes is right. Its strict pass@1 is far below that of the same model trained on the
+# strict verifier. By the reward it was trained on, nothing is wrong: its pass@1 by the substring check
+# shows no difference detected at this scale from the honest policy's. That is what makes reward hacking
+# dangerous: the training curve looks like success.
+#
+# **Catching it.** Three checks catch it, and none of them needs to know the bug in advance:
+#
+# 1. *The gap between the reward and a strict verifier, during training.* Scoring a share of each batch
+#    with a stricter (slower, more expensive) verifier costs little. An alarm set at the largest 10-step gap
+#    any of the ten honest runs showed fires on every one of the ten hacked runs; the cell prints the step.
+# 2. *A strict verifier on held-out problems*, as in the table above: the proxy says 0.98, the truth
+#    much less.
+# 3. *Reading samples.* The audit below prints accepted-but-wrong samples from the hacked runs; about half of
+#    them never reach their end token, and the rest carry the right number with more written after it.
+
+# %%
+gaps = {c: [smooth(np.subtract(r["curves"]["substring"], r["curves"]["strict"])) for r in hack_by[c]]
+        for c in ("substring", "strict")}
+alarm_level = max(g.max() for g in gaps["strict"])  # the largest 10-step gap an honest run showed
+alarm_steps = [int(np.argmax(g > alarm_level)) if (g > alarm_level).any() else None for g in gaps["substring"]]
+print(f"alarm level (largest 10-step gap of the ten honest runs): {alarm_level:.3f}")
+print("first step at which each hacked run's gap exceeds it:", alarm_steps)
+peak_drop = [max(smooth(r["curves"]["strict"], 30)) - np.mean(r["curves"]["strict"][-30:]) for r in hack_by["substring"]]
+print("strict reward, peak (30-step mean) minus the last 30 steps, per hacked seed:", np.round(peak_drop, 2))
+length_cmp = rl.compare([np.mean(r["curves"]["completion_length"][-10:]) for r in hack_by["substring"]],
+                        [np.mean(r["curves"]["completion_length"][-10:]) for r in hack_by["strict"]],
+                        names=("substring-trained final length", "strict-trained"))
+print(length_cmp)
+audit = [(r["seed"], q, o) for r in hack_by["substring"] for q, o in r["examples"]]
+never_stop = np.mean([not o.endswith("</s>") for _, _, o in audit])
+print(f"\naudit: {len(audit)} accepted-but-wrong samples stored (the first {len(audit) // len(hack_by['substring'])} per seed); "
+      f"{never_stop:.0%} never reach their end token. Two per seed:")
+for r in hack_by["substring"]:
+    for q, o in list(dict.fromkeys(map(tuple, r["examples"])))[:2]:  # two distinct samples
+        print(f"  seed {r['seed']}  {q} {o:<26} answer {probe.answer_for(*map(int, q[:-1].split('+')))}")
+
+# %%
+rl.claim_comparison("Its strict pass@1 is far below", true_cmp, "<")
+rl.claim("far below", true_cmp.ci_high, high=-0.2)
+rl.claim_comparison("shows no difference detected at this scale from the honest policy's", proxy_cmp, "none")
+rl.claim_comparison("half of what it writes is accepted but wrong, up from 7 %", found_cmp, ">")
+rl.claim("half of what it writes is accepted but wrong", hack_values("substring", "accepted_wrong").mean(), 0.5,
+         abs=(found_cmp.ci_high - found_cmp.ci_low) / 2)
+before_wrong = rl.mean_ci(hack_values("before", "accepted_wrong"))
+rl.claim("up from 7 %", before_wrong[0], 0.07, abs=(before_wrong[2] - before_wrong[1]) / 2)
+rl.claim("on two seeds almost nothing it writes is right", int(np.sum(hack_values("substring", "pass@1") < 0.01)), 2, abs=0)
+rl.claim("every seed ends at least ten points below its own peak", min(peak_drop), low=0.10)
+rl.claim_comparison("its completions end longer than the strict-trained policy's", length_cmp, ">")
+rl.claim("fires on every one of the ten hacked runs", sum(s is not None for s in alarm_steps), len(hack_by["substring"]), abs=0)
+proxy_says = rl.mean_ci(hack_values("substring", "substring_pass@1"))
+rl.claim("the proxy says 0.98", proxy_says[0], 0.98, abs=(proxy_says[2] - proxy_says[1]) / 2)
+rl.claim("about half of them never reach their end token", never_stop, 0.5, abs=2 * np.sqrt(0.25 / len(audit)))
+
+# %% [markdown]
+# **Fixing it.** Fix the verifier, not the policy. The leniency the substring check was written for,
+# accepting "72" as well as "072", is a matter of *parsing* the answer, not of searching for it: take the
+# final segment after the end token is checked, require digits, compare numbers (exercise 5 writes it). The
+# book's strict verifier (`task.reward`) is stricter still, and the third row of the table is the fix: the
+# same model trained on it ends with almost no accepted-but-wrong answers and the highest strict pass@1 of
+# the three rows. Penalties bolted onto a broken reward (a length penalty here, say) would move the exploit
+# elsewhere; the policy optimises whatever the verifier pays for. Why could the policy reach this exploit at
+# all? Because the working makes the completion's length the model's choice: the moment it may decide when
+# to stop, writing on after the answer is one sampled token away, and the loophole pays for it.
+
+# %%
+rl.claim("almost no accepted-but-wrong answers", hack_values("strict", "accepted_wrong").mean(), high=0.005)
+rl.claim_comparison("the highest strict pass@1 of the three rows", true_cmp, "<")
+
+# %% [markdown]
+# ## 15.6 Does RL expand what the model can solve, or sharpen it?
+#
+# Yue et al. 2025 (arXiv:2504.13837) compared base and RL-trained models by pass@k up to large $k$ and found
+# the RL-trained model ahead at small $k$ and the base model ahead at large $k$: the RL model solves fewer
+# problems *at all*,
+# because RL concentrates probability on answers the base model could already produce and drops the rest.
+# If so, RL with verifiable rewards sharpens, it does not expand. Testing this needs pass@k that is not at its
+# ceiling: on chapter 10's 2-digit task every model here solves every held-out problem within 64 samples
+# (§15.4's table), so nothing can be told apart at large $k$.
+#
+# `benchmarks/passk_after_rl.py` moves to a harder split, the same task with 3-digit operands (answers of up
+# to 30 tokens; each seed's supervised model trained with the book's recipe), trains `grpo_b0` for 30,720
+# completions on ten paired seeds, and draws 256 samples for each of 200 held-out problems before and after
+# RL. pass@k for every $k \le 256$ follows from the counts by the unbiased estimator (8.4), and the paired
+# difference at each $k$ has its interval over the seeds.
+
+# %%
+passk = rl.benchmark_results("passk_after_rl")
+ks = np.array(passk["ks"])
+prs = sorted(passk["runs"], key=lambda r: r["seed"])
+pk_before = np.array([r["before"]["pass@k"] for r in prs])  # (seeds, len(ks))
+pk_after = np.array([r["after"]["pass@k"] for r in prs])
+print(f"{len(prs)} paired seeds; {passk['num_problems']} problems × {passk['num_samples']} samples; budget "
+      f"{passk['budget']:,} completions ({passk['command']}; torch {passk['torch']})")
+passk_cmp = {int(k): rl.compare(pk_after[:, i], pk_before[:, i], names=(f"after RL pass@{k}", "before"))
+             for i, k in enumerate(ks)}
+print(f"{'k':>5}{'before':>9}{'after':>9}   after − before [95 % CI]   verdict")
+for i, k in enumerate(ks):
+    c = passk_cmp[int(k)]
+    print(f"{k:>5}{pk_before[:, i].mean():>9.3f}{pk_after[:, i].mean():>9.3f}   {c.mean_diff:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
+          f"   {c.verdict}")
+counts_before = np.array([r["before"]["counts"] for r in prs])  # (seeds, problems) correct samples of 256
+counts_after = np.array([r["after"]["counts"] for r in prs])
+gained = ((counts_before == 0) & (counts_after > 0)).sum(axis=1)  # problems solved only after RL, per seed
+lost = ((counts_before > 0) & (counts_after == 0)).sum(axis=1)  # problems solved only before
+unsolved = {"before": (counts_before == 0).sum(axis=1), "after": (counts_after == 0).sum(axis=1)}
+print(f"problems never solved in 256 samples, mean over seeds: before {unsolved['before'].mean():.1f}, "
+      f"after {unsolved['after'].mean():.1f} (of {counts_before.shape[1]})")
+print(f"per seed, solved only after RL: {gained.tolist()}; solved only before: {lost.tolist()}")
+lost_cmp = rl.compare(lost, gained, names=("problems lost by RL", "problems gained"))
+print(lost_cmp)
+
+# %%
+fig, ax = plt.subplots(figsize=(6.5, 3.6), dpi=80)
+for values_k, color, label in ((pk_before, "C7", "supervised start"), (pk_after, "C0", "after grpo_b0")):
+    bands = np.array([rl.mean_ci(values_k[:, i]) for i in range(len(ks))])
+    ax.plot(ks, bands[:, 0], "o-", color=color, label=label)
+    ax.fill_between(ks, bands[:, 1], bands[:, 2], color=color, alpha=0.2)
+ax.set_xscale("log", base=2); ax.set_xticks(ks, [str(k) for k in ks])
+ax.set_xlabel("k (samples per problem)"); ax.set_ylabel("held-out pass@k")
+ax.set_title("3-digit problems: mean and 95 % CI over ten paired seeds", fontsize=9)
+ax.legend(fontsize=8)
+plt.tight_layout();
+
+# %% [markdown]
+# The curves cross. RL lifts pass@1 from 0.26 to 0.83 and keeps a lead up to $k = 8$; at $k = 16$ there is no
+# difference detected at this scale; from $k = 32$ on the supervised model is ahead, and at $k = 256$ by
+# 2.5 points. (The figure's bands are each curve's own spread over seeds and overlap at large $k$; the
+# table's paired differences cancel what the seeds share, and they are what separate the curves.) The
+# crossing happens below the ceiling (at $k = 32$ the supervised model solves 0.985 of the
+# problems, the RL-trained one 0.949), so it is not an artefact of a curve that cannot rise. The per-problem
+# counts say what happened. In 256 samples the supervised models leave almost no held-out problem unsolved,
+# so at this $k$ there was little for RL to add; what it did was lose: after RL about 5 of the 200 problems
+# are never solved in 256 samples, more than the problems it gained on the paired seeds.
+#
+# On this task RL sharpened. It moved probability onto answers the model could already produce, which is
+# why pass@1 more than tripled, and the answers it moved probability away from included the only right
+# answers to a few problems. This is Yue et al.'s finding, on a model trained from scratch in minutes
+# rather than on a pretrained one. What it does not show is that RL *cannot* expand: the supervised model
+# here was trained on labels with a one-digit mistake in most of them, which spreads its probability over
+# near-miss answers with the right one among them, so it could already reach almost everything. A base
+# model whose right answers are out of its sampling reach would test the other half of the question.
+
+# %%
+rl.claim_comparison("RL lifts pass@1 from 0.26 to 0.83", passk_cmp[1], ">")
+for phase, mean, target in (("before", pk_before[:, 0], 0.26), ("after", pk_after[:, 0], 0.83)):
+    m, lo, hi = rl.mean_ci(mean)
+    rl.claim("RL lifts pass@1 from 0.26 to 0.83", m, target, abs=(hi - lo) / 2)
+rl.claim_comparison("keeps a lead up to $k = 8$", passk_cmp[8], ">")
+rl.claim_comparison("at $k = 16$ there is no\ndifference detected at this scale".replace("\n", " "), passk_cmp[16], "none")
+for k in (32, 64, 128, 256):
+    rl.claim_comparison("from $k = 32$ on the supervised model is ahead", passk_cmp[k], "<")
+rl.claim("at $k = 256$ by\n2.5 points".replace("\n", " "), -passk_cmp[256].mean_diff, 0.025,
+         abs=(passk_cmp[256].ci_high - passk_cmp[256].ci_low) / 2)
+i32 = list(ks).index(32)
+for quote, values_32, target in (("the supervised model solves 0.985", pk_before[:, i32], 0.985),
+                                 ("the RL-trained one 0.949", pk_after[:, i32], 0.949)):
+    m, lo, hi = rl.mean_ci(values_32)
+    rl.claim(quote, m, target, abs=(hi - lo) / 2)
+rl.claim("leave almost no held-out problem unsolved", unsolved["before"].mean(), high=1.0)
+m, lo, hi = rl.mean_ci(unsolved["after"])
+rl.claim("after RL about 5 of the 200 problems", m, 5.0, abs=(hi - lo) / 2)
+rl.claim_comparison("more than the problems it gained on the paired seeds", lost_cmp, ">")
+rl.claim("pass@1 more than tripled", pk_after[:, 0].mean() / pk_before[:, 0].mean(), low=3.0)
+
+# %% [markdown]
+# ## 15.7 The entropy explorer
+#
+# **Explore.** The `entropy` explorer (also `rlbook explore entropy`) runs §15.1's six-token policy through
+# repeated clipped policy-gradient steps, exactly (expectations over the tokens, nothing sampled). Choose
+# which tokens are rewarded, the clip range (symmetric, or clip-higher with $\varepsilon_{\text{high}} > \varepsilon_{\text{low}}$), the
+# entropy bonus, the step size and the number of passes per step; it draws the entropy over the steps
+# beside the same run at symmetric clipping and without the bonus, each token's probability, and the
+# first-order prediction (15.1) against the exact change. The static figure shows the confident token
+# rewarded, $\varepsilon = 0.2/0.28$, no bonus, $\eta = 1$, four passes per step.
+
+# %%
+fig, axes = plt.subplots(2, 2, figsize=ENTROPY_FIGSIZE)
+plot_entropy("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4, axes=axes.flatten())
+fig.tight_layout()
+print(entropy_readout("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4)[0]);
+
+# %%
+try:
+    display(entropy_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
+except ImportError:
+    print("ipywidgets is not installed: the static figure above shows the explorer's default setting")
+
+# %% [markdown]
 # ## Summary
 #
 # * A policy-gradient step changes a softmax policy's entropy by minus the covariance of log-probability
@@ -369,6 +629,12 @@ rl.claim_comparison("and short", rl.compare(values("format_reward", "final_lengt
 #   training on the top-20 % entropy tokens kept more entropy and cost accuracy.
 # * Random and format-only rewards made the model trained from scratch much worse, even at pass@64: a
 #   spurious reward can only amplify what a model already does.
+# * A verifier that accepts the right number anywhere was exploited on every seed: the policy learned to
+#   write on after its answer, half of its held-out answers ended wrong but accepted, and by the reward it
+#   trained on it looked as good as the honest policy. The gap to a strict verifier on the training batches
+#   caught it on every seed, and so did reading samples; the fix is the verifier.
+# * On 3-digit problems RL raised pass@1 more than threefold but lowered pass@k from $k = 32$ on: after RL a
+#   few problems were never solved in 256 samples. Here it sharpened what the supervised model could do.
 
 # %%
 rl.claim_comparison("spend more of it than `grpo_b0`", entropy_cmp["dr_grpo"], "<")
@@ -379,6 +645,13 @@ rl.claim_comparison("training on the top-20 % entropy tokens kept more entropy",
 rl.claim_comparison("and cost accuracy", managed_cmp["grpo_b0_top20_entropy"][1], "<")
 rl.claim_comparison("made the model trained from scratch much worse", spurious_cmp["random_reward"], "<")
 rl.claim_comparison("even at pass@64", pass64_cmp, "<")
+rl.claim("was exploited on every seed", min(peak_drop), low=0.10)
+rl.claim_comparison("half of its held-out answers ended wrong but accepted", found_cmp, ">")
+rl.claim_comparison("it looked as good as the honest policy", proxy_cmp, "none")
+rl.claim("caught it on every seed", sum(s is not None for s in alarm_steps), len(hack_by["substring"]), abs=0)
+rl.claim("RL raised pass@1 more than threefold", pk_after[:, 0].mean() / pk_before[:, 0].mean(), low=3.0)
+rl.claim_comparison("but lowered pass@k from $k = 32$ on", passk_cmp[32], "<")
+rl.claim_comparison("after RL a\n#   few problems were never solved".replace("\n#  ", ""), lost_cmp, ">")
 rl.report_headline(f"Entropy: clip-higher − GRPO final entropy {entropy_cmp['grpo_b0_clip_higher'].mean_diff:+.3f} "
                    f"[{entropy_cmp['grpo_b0_clip_higher'].ci_low:+.3f}, {entropy_cmp['grpo_b0_clip_higher'].ci_high:+.3f}]; "
                    f"random reward − supervised pass@1 {spurious_cmp['random_reward'].mean_diff:+.3f} "
@@ -397,6 +670,9 @@ rl.report_headline(f"Entropy: clip-higher − GRPO final entropy {entropy_cmp['g
 #    clip acts?
 # 4. In the explorer, set the rare token rewarded and compare $\varepsilon_{\text{high}} = 0.2$ with 0.28 over 40 steps at
 #    four passes per step. When is the entropy higher with clip-higher, and why does that change?
+# 5. Write the verifier the substring check of §15.5 was meant to be: it accepts `"72</s>"` as well as
+#    `"072</s>"` for `27+45=` (with or without the working before the answer) and accepts nothing wrong. Check
+#    it on the stored accepted-but-wrong audit samples and on the probe strings of §15.5.
 
 # %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
 # ## Solutions
@@ -447,3 +723,26 @@ higher = entropy_trajectory("rare token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4)["
 symmetric = entropy_trajectory("rare token rewarded", 0.2, 0.2, 0.0, 1.0, 40, 4)["entropy"]
 print("steps 0–10, ε_high = 0.28:", np.round(higher[:11], 3))
 print("steps 0–10, ε_high = 0.2: ", np.round(symmetric[:11], 3))
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 5
+#
+# Parse, do not search: require the end token, take the final segment (after the last `";"`), require it
+# to be ASCII digits, and compare it *as a number* with the sum. The leading zeros are then optional and
+# nothing else is. The cell checks it on the audit samples (it accepts none of them) and on the probes.
+
+# %% tags=["solution"]
+def lenient_reward(prompt, completion, eos="</s>"):
+    a, b = (int(x) for x in prompt.rstrip("=").split("+"))
+    if not completion.endswith(eos):
+        return 0.0
+    final = completion[: -len(eos)].rpartition(";")[2]
+    return float(final.isascii() and final.isdigit() and int(final) == a + b)
+
+
+audit = [(q, o) for r in hack_by["substring"] for q, o in r["examples"]]
+print("accepted audit samples:", sum(lenient_reward(q, o) for q, o in audit), "of", len(audit))
+for prompt, completion in [("27+45=", "72</s>"), ("27+45=", "7+5=12;2+4+1=7;072</s>"), ("29+20=", "149</s>"),
+                           ("29+20=", "9+0=9;2+2=4;0494949494")]:
+    print(f"{prompt} {completion:<24} lenient {lenient_reward(prompt, completion):.0f}   strict {probe.reward(prompt, completion):.0f}")
+assert not any(lenient_reward(q, o) for q, o in audit)
