@@ -347,6 +347,28 @@ rl.claim_comparison("Those of `dr_grpo` are longer than those of `grpo_b0`", dr_
 rl.claim_comparison("those of `grpo_b0` show no difference detected", wrong_vs_before, "none");
 
 # %% [markdown]
+# **The entropy of these runs.** Finding the working also changes how much choice the policy leaves
+# itself. `train_grpo` logs the mean token entropy of the sampled answers at every step; the figure shows
+# it for this chapter's two runs. Chapter 15 measures it on ten paired seeds at these settings
+# (`benchmarks/entropy_dynamics.py`, §15.2): `dr_grpo` ends with a lower entropy than `grpo_b0`. A worked
+# answer is long, but once the model has started it, each column's digits follow from the prompt and the
+# previous columns, so most of its tokens carry almost no choice.
+
+# %%
+fig, ax = plt.subplots(figsize=(5.5, 2.8), dpi=80)
+for name, history in runs.items():
+    ax.plot(smooth(history["entropy"]), label=name)
+ax.set_title("Mean token entropy of the sampled answers (this run)", fontsize=9)
+ax.set_xlabel("GRPO step (5-step mean)"); ax.set_ylabel("nats per token"); ax.legend(fontsize=8)
+plt.tight_layout();
+dynamics = rl.benchmark_results("entropy_dynamics")
+final_entropy = {c: np.array([r["final_entropy"] for r in sorted(dynamics["runs"], key=lambda r: r["seed"])
+                              if r["condition"] == c]) for c in ("grpo_b0", "dr_grpo")}
+entropy_dr = rl.compare(final_entropy["dr_grpo"], final_entropy["grpo_b0"], names=("dr_grpo final entropy", "grpo_b0's"))
+print(f"ten paired seeds ({dynamics['command']}):", entropy_dr)
+rl.claim_comparison("`dr_grpo` ends with a lower entropy than `grpo_b0`", entropy_dr, "<")
+
+# %% [markdown]
 # ## 10.3 DAPO's five changes, one at a time
 #
 # DAPO (Yu et al. 2025, arXiv:2503.14476) keeps GRPO's advantage and changes five other things. Each
