@@ -18,6 +18,8 @@ conditions, one configuration each:
                          (Wang et al. 2025, arXiv:2506.01939; ``top_entropy_quantile=0.2``)
   random_reward          grpo_b0 on a reward that ignores the answer: Bernoulli(½), seeded
   format_reward          grpo_b0 on the task's format reward alone (Shao et al. 2025, arXiv:2506.10947)
+  grpo_b0_mu4            grpo_b0 with four passes over each batch (``num_inner_epochs=4``), where the clip acts
+  grpo_b0_mu4_clip_higher, grpo_b0_mu4_kl_cov    the same with clip-higher (ε_high = 0.28) or with KL-Cov
 
 Recorded per run: held-out pass@1, pass@8 and greedy accuracy by the true verifier (300 problems × 16
 samples, evaluation seed 1), pass@64 on 100 problems × 64 samples (a curve's far end), and per step the
@@ -26,6 +28,10 @@ supervised model's own numbers are recorded once per seed (``before``).
 
     python benchmarks/entropy_dynamics.py --seeds 0 1 2 3 4 5 6 7 8 9 --workers 2 --save   # rlbook/data/entropy_dynamics.json
     python benchmarks/entropy_dynamics.py --seeds 0 --conditions grpo_b0 random_reward
+    python benchmarks/entropy_dynamics.py --conditions grpo_b0_mu4 grpo_b0_mu4_clip_higher --workers 2 --save --add
+
+``--add`` merges the runs of the named conditions into the saved record (the other conditions' runs are kept;
+the supervised models' ``before`` rows are rerun and must come out the same).
 
 One thread per run; runs repeat exactly on one machine, another CPU changes float order and so the numbers.
 """
@@ -55,6 +61,9 @@ CONDITIONS = {
     "grpo_b0_top20_entropy": (None, dict(kl_coef=0.0, top_entropy_quantile=0.2)),
     "random_reward": (None, dict(kl_coef=0.0)),
     "format_reward": (None, dict(kl_coef=0.0)),
+    "grpo_b0_mu4": (None, dict(kl_coef=0.0, num_inner_epochs=4)),
+    "grpo_b0_mu4_clip_higher": (None, dict(kl_coef=0.0, num_inner_epochs=4, clip_eps_high=0.28)),
+    "grpo_b0_mu4_kl_cov": (None, dict(kl_coef=0.0, num_inner_epochs=4, entropy_control="kl_cov")),
 }
 CURVES = ("entropy", "completion_length", "reward", "pass@1")
 
@@ -121,8 +130,27 @@ def one_run(job) -> dict:
             "steps": len(hist["entropy"]), "seconds": round(seconds, 1)}
 
 
+def merged(saved: dict, new: dict, conditions: list) -> dict:
+    """``saved`` with the runs and table rows of ``conditions`` taken from ``new`` (same seeds and settings; the
+    ``before`` rows of both must agree, as they are the same supervised models), the commands joined."""
+    if saved["seeds"] != new["seeds"] or saved["budget"] != new["budget"] or saved["common"] != new["common"]:
+        raise ValueError("--add needs the saved record's seeds, budget and settings")
+    before = lambda rec: [r for r in rec["runs"] if r["condition"] == "before"]  # noqa: E731
+    if before(saved) != before(new):
+        raise ValueError("the supervised models' numbers differ from the saved record's: another machine or code?")
+    order = ["before", *CONDITIONS]
+    runs = [r for r in saved["runs"] if r["condition"] not in conditions] + \
+           [r for r in new["runs"] if r["condition"] in conditions]
+    runs.sort(key=lambda r: (r["seed"], order.index(r["condition"])))
+    return {**saved, "conditions": new["conditions"], "runs": runs,
+            "table": {**saved["table"], **{c: new["table"][c] for c in conditions}},
+            "wall_s": round(saved["wall_s"] + new["wall_s"], 1),
+            "command": saved["command"] + "; " + new["command"] + " --add"}
+
+
 def main(argv=None) -> dict:
     parser = seed_parser(__doc__, "entropy_dynamics", CONDITIONS)
+    parser.add_argument("--add", action="store_true", help="with --save: merge these conditions into the saved record")
     args = parser.parse_args(argv)
     import torch
 
@@ -156,6 +184,8 @@ def main(argv=None) -> dict:
               "table": table, "wall_s": round(wall, 1), "torch": torch.__version__, "machine": platform.machine(),
               "command": "python benchmarks/entropy_dynamics.py --seeds " + " ".join(map(str, args.seeds))
                          + f" --workers {args.workers} --save"}
+    if args.add:
+        record = merged(rl.benchmark_results("entropy_dynamics"), record, args.conditions)
     if args.save:
         save_record("entropy_dynamics", record)
     return record
