@@ -88,7 +88,7 @@ rl.claim("the gap shrinks four times when $\\eta$ halves", gaps[0.1] / gaps[0.05
 # completions at every step. The methods are chapter 10's and 11's, one configuration per name:
 # `grpo_b0` (GRPO without a KL penalty), `grpo_b0_clip_higher` (the same with DAPO's $\varepsilon_{\text{high}} = 0.28$
 # and nothing else), and the recipes `dr_grpo`, `dapo`, `cispo` and `gspo`. The chapter reads the stored
-# runs (about 13 s each on one core; 130 runs).
+# runs (about 13 s each on one core, about 32 s with the four passes of §15.3; 160 runs).
 
 # %%
 bench = rl.benchmark_results("entropy_dynamics")
@@ -152,9 +152,10 @@ print("pass@1:", versus("grpo_b0_clip_higher", "grpo_b0", "pass@1"))
 # collapsing. Here clip-higher alone changes neither the final entropy nor pass@1: no difference detected
 # at this scale for either, with intervals at most two hundredths wide. A likely reason is the setting: with
 # one pass per batch in two minibatches, the ratio moves only for the second minibatch of each step, by one
-# update's worth, so the clip has little to act on, and a clip that does not act cannot keep anything up. The explorer of §15.5 shows
-# the same in miniature: with several passes per batch the clip acts, and then clip-higher lets a
-# *rewarded, likely* token grow faster, which lowers the entropy sooner.
+# update's worth, so the clip has little to act on, and a clip that does not act cannot keep anything up.
+# §15.3 repeats the test with four passes per batch, where the clip acts. The explorer of §15.7 shows why
+# even then clip-higher need not raise the entropy: it lets a *rewarded, likely* token grow faster too,
+# which lowers the entropy sooner.
 
 # %%
 rl.claim_comparison("Dr. GRPO and CISPO end with the lowest entropy", entropy_cmp["dr_grpo"], "<")
@@ -277,6 +278,53 @@ rl.claim("a batch here holds a few thousand", tokens_per_step, low=1000, high=99
 rl.claim("Clip-Cov touches fewer than one token per step", 2e-4 * tokens_per_step, high=1.0)
 rl.claim_comparison("it keeps the entropy higher", managed_cmp["grpo_b0_top20_entropy"][0], ">")
 rl.claim_comparison("and pays for it with a lower", managed_cmp["grpo_b0_top20_entropy"][1], "<")
+
+# %% [markdown]
+# **With four passes per batch, where the clip acts.** At one pass the ratio barely leaves 1, which is why
+# clip-higher (§15.2) and KL-Cov, both of which act through the ratio, could hardly act. The benchmark also
+# ran `grpo_b0` with four passes over each batch (`grpo_b0_mu4`, `num_inner_epochs=4`), the same with
+# clip-higher ($\varepsilon_{\text{high}} = 0.28$) and the same with KL-Cov, on the same ten seeds and budget.
+
+# %%
+MU4 = ["grpo_b0", "grpo_b0_mu4", "grpo_b0_mu4_clip_higher", "grpo_b0_mu4_kl_cov"]
+print(f"{'method':<26}{'final entropy [95 % CI]':>28}{'pass@1 [95 % CI]':>26}{'length':>8}")
+for c in MU4:
+    h, p = rl.mean_ci(values(c, "final_entropy")), rl.mean_ci(values(c, "pass@1"))
+    print(f"{c:<26}{h[0]:>10.3f} [{h[1]:.3f}, {h[2]:.3f}]{p[0]:>12.3f} [{p[1]:.3f}, {p[2]:.3f}]{values(c, 'final_length').mean():>8.1f}")
+mu4_cmp = {(a, b, key): versus(a, b, key) for a, b in (("grpo_b0_mu4", "grpo_b0"), ("grpo_b0_mu4_clip_higher", "grpo_b0_mu4"),
+                                                       ("grpo_b0_mu4_kl_cov", "grpo_b0_mu4"))
+           for key in ("final_entropy", "pass@1", "final_length")}
+for c in mu4_cmp.values():
+    print(c)
+higher = values("grpo_b0_mu4_clip_higher", "final_entropy") / values("grpo_b0_mu4", "final_entropy")
+print("clip-higher's final entropy over grpo_b0_mu4's, per seed:", np.round(higher, 2))
+clip_higher_entropy = mu4_cmp[("grpo_b0_mu4_clip_higher", "grpo_b0_mu4", "final_entropy")]
+needed = rl.seeds_needed(clip_higher_entropy.mean_diff, clip_higher_entropy.sd_diff)
+print(f"paired seeds needed to detect a difference of {clip_higher_entropy.mean_diff:+.3f} at this spread (power 0.8): {needed}")
+
+# %% [markdown]
+# Four passes spend the entropy faster: `grpo_b0_mu4` ends with a lower entropy than `grpo_b0`, and with
+# longer answers, with no difference detected at this scale in pass@1. DAPO's claim gets its fair test here,
+# and the answer is the same as at one pass: clip-higher shows no difference detected at this scale against
+# `grpo_b0_mu4`, in final entropy or in pass@1. The seeds disagree rather than agree on nothing: on three
+# seeds clip-higher ended with more than twice the entropy (and those three with the shortest answers of its
+# ten runs: more of their answers skip the working), on the other seven with about the same. A mean difference
+# of this size, at this spread, would need 26 paired seeds to detect. KL-Cov at four passes shows no difference detected at this scale either,
+# in final entropy or in pass@1, though on three seeds its pass@1 fell well below the others'.
+
+# %%
+rl.claim_comparison("ends with a lower entropy than `grpo_b0`", mu4_cmp[("grpo_b0_mu4", "grpo_b0", "final_entropy")], "<")
+rl.claim_comparison("and with\nlonger answers".replace("\n", " "), mu4_cmp[("grpo_b0_mu4", "grpo_b0", "final_length")], ">")
+rl.claim_comparison("with no difference detected at this scale in pass@1", mu4_cmp[("grpo_b0_mu4", "grpo_b0", "pass@1")], "none")
+for key in ("final_entropy", "pass@1"):
+    rl.claim_comparison("clip-higher shows no difference detected at this scale against", mu4_cmp[("grpo_b0_mu4_clip_higher", "grpo_b0_mu4", key)], "none")
+    rl.claim_comparison("KL-Cov at four passes shows no difference detected at this scale either", mu4_cmp[("grpo_b0_mu4_kl_cov", "grpo_b0_mu4", key)], "none")
+rl.claim("on three\nseeds clip-higher ended with more than twice the entropy".replace("\n", " "), int(np.sum(higher > 2)), 3, abs=0)
+rl.claim("on the other seven with about the same", max(abs(np.log(higher[higher <= 2]))), high=np.log(1.5))
+rl.claim("would\nneed 26 paired seeds to detect".replace("\n", " "), needed, 26, abs=0)
+lengths = values("grpo_b0_mu4_clip_higher", "final_length")
+rl.claim("those three with the shortest answers of its\nten runs".replace("\n", " "), lengths[higher <= 2].min() - lengths[higher > 2].max(), low=0.0)
+rl.claim("on three seeds its pass@1 fell well below the others'", int(np.sum(values("grpo_b0_mu4_kl_cov", "pass@1") < 0.8)), 3, abs=0)
 
 # %% [markdown]
 # ## 15.4 Rewards that teach nothing
@@ -623,8 +671,8 @@ except ImportError:
 # * On the book's model every GRPO-family method spends most of its entropy within 40 steps; Dr. GRPO and
 #   CISPO spend more of it than `grpo_b0` and reach a higher pass@1 with longer answers. The relation
 #   $R = -a\,e^{H} + b$ fits each run well.
-# * DAPO's clip-higher, alone, made no difference detected at this scale to entropy or accuracy here: with one
-#   pass per batch the clip has little to act on.
+# * DAPO's clip-higher, alone, made no difference detected at this scale to entropy or accuracy here, at one
+#   pass per batch, where the clip has little to act on, and at four, where it acts.
 # * An entropy bonus, Clip-Cov and KL-Cov at their usual strengths made no difference detected at this scale;
 #   training on the top-20 % entropy tokens kept more entropy and cost accuracy.
 # * Random and format-only rewards made the model trained from scratch much worse, even at pass@64: a
@@ -641,6 +689,7 @@ rl.claim_comparison("spend more of it than `grpo_b0`", entropy_cmp["dr_grpo"], "
 rl.claim_comparison("CISPO spend more of it than", entropy_cmp["cispo"], "<")
 rl.claim("spends most of its entropy within 40 steps", max(curve(c, "entropy")[-1] / curve(c, "entropy")[0] for c in FAMILY), high=0.5)
 rl.claim_comparison("made no difference detected at this scale to entropy or accuracy here", entropy_cmp["grpo_b0_clip_higher"], "none")
+rl.claim_comparison("and at four, where it acts", clip_higher_entropy, "none")
 rl.claim_comparison("training on the top-20 % entropy tokens kept more entropy", managed_cmp["grpo_b0_top20_entropy"][0], ">")
 rl.claim_comparison("and cost accuracy", managed_cmp["grpo_b0_top20_entropy"][1], "<")
 rl.claim_comparison("made the model trained from scratch much worse", spurious_cmp["random_reward"], "<")
@@ -706,11 +755,13 @@ print(rl.compare([f["b"] - f["a"] for f in dr_fits], [f["b"] - f["a"] for f in f
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 3
 #
-# Add the two conditions to `CONDITIONS` in the benchmark (for example
-# `"grpo_b0_mu4": (None, dict(kl_coef=0.0, num_inner_epochs=4))` and the same with `clip_eps_high=0.28`) and run
-# ten seeds (about 10 minutes on two cores). With four passes the ratio moves within a step and the clip
-# acts; the explorer (exercise 4) predicts that clip-higher then speeds up the growth of the rewarded
-# likely tokens. We have not stored this run.
+# The μ = 4 half is stored and read in §15.3: four passes lower the final entropy, and clip-higher on top of
+# them shows no difference detected at this scale over ten seeds. For the entropy bonus, add a condition to
+# `CONDITIONS` in the benchmark, `"grpo_b0_bonus05": (None, dict(kl_coef=0.0, entropy_coef=0.05))`, and run
+# `python benchmarks/entropy_dynamics.py --conditions grpo_b0_bonus05 --workers 2 --save --add` (about 3
+# minutes on two cores); compare it with `grpo_b0` as the chapter compares the other switches. A bonus five
+# times larger is of the order of the policy-gradient term only where the advantages are small, so expect it
+# to act mostly late in a run, when most groups are already solved.
 #
 # ### Solution to exercise 4
 #
