@@ -139,3 +139,28 @@ def test_passk_after_rl_keeps_every_paired_seed_and_its_curves_follow_from_the_c
             counts = r[phase]["counts"]
             assert len(counts) == saved["num_problems"] and all(0 <= c <= n for c in counts)
             assert r[phase]["pass@k"] == pytest.approx(list(rl.pass_at_k_curve(n, counts, ks)), abs=1e-12)
+
+
+def test_entropy_dynamics_add_merges_conditions_and_refuses_records_that_do_not_pair(monkeypatch):
+    """``--add`` keeps the saved runs of the other conditions, takes the new conditions' runs and table rows,
+    and refuses a record with other seeds or settings, or whose supervised models' rows differ."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import entropy_dynamics
+
+    def record(condition, value, before=0.4, seeds=(0, 1)):
+        runs = [{"seed": s, "condition": c, "pass@1": v} for s in seeds for c, v in (("before", before), (condition, value))]
+        return {"seeds": list(seeds), "budget": 10240, "common": {"x": 1}, "conditions": {condition: {}}, "runs": runs,
+                "table": {condition: [value] * 3}, "wall_s": 10.0, "command": f"run {condition}"}
+
+    saved, new = record("grpo_b0", 0.9), record("grpo_b0_mu4", 0.8)
+    out = entropy_dynamics.merged(saved, new, ["grpo_b0_mu4"])
+    assert [(r["seed"], r["condition"]) for r in out["runs"]] == [(0, "before"), (0, "grpo_b0"), (0, "grpo_b0_mu4"),
+                                                                 (1, "before"), (1, "grpo_b0"), (1, "grpo_b0_mu4")]
+    assert out["table"] == {"grpo_b0": [0.9] * 3, "grpo_b0_mu4": [0.8] * 3} and out["wall_s"] == 20.0
+    assert out["command"] == "run grpo_b0; run grpo_b0_mu4 --add"
+    with pytest.raises(ValueError, match="supervised models"):
+        entropy_dynamics.merged(saved, record("grpo_b0_mu4", 0.8, before=0.5), ["grpo_b0_mu4"])
+    with pytest.raises(ValueError, match="seeds, budget and settings"):
+        entropy_dynamics.merged(saved, record("grpo_b0_mu4", 0.8, seeds=(0, 2)), ["grpo_b0_mu4"])
