@@ -391,9 +391,8 @@ rl.claim_comparison("and short", rl.compare(values("format_reward", "final_lengt
 #
 # A verifier is code, and code has bugs. When a bug makes it accept wrong answers, RL becomes an optimiser
 # pointed at the bug: whatever the verifier pays for and the policy can reach by sampling gets reinforced,
-# whether or not it is the task. This is *reward hacking* (Amodei et al. 2016, arXiv:1606.06565, call it
-# "reward hacking" among their concrete problems; chapter 12 met its cousin, over-optimising a learned
-# reward model). With verifiable rewards it shows up as graders that score an empty answer, a malformed one,
+# whether or not it is the task. This is *reward hacking*, one of the concrete problems of Amodei et al.
+# 2016 (arXiv:1606.06565); chapter 12 met its cousin, over-optimising a learned reward model. With verifiable rewards it shows up as graders that score an empty answer, a malformed one,
 # or one that merely *contains* the right number.
 #
 # The last is the loophole here. A grader that wants to accept "72" as well as "072" might check whether the
@@ -531,11 +530,11 @@ rl.claim("about half of them never reach their end token", never_stop, 0.5, abs=
 
 # %% [markdown]
 # **Fixing it.** Fix the verifier, not the policy. The leniency the substring check was written for,
-# accepting "72" as well as "072", is a matter of *parsing* the answer, not of searching for it: take the
-# final segment after the end token is checked, require digits, compare numbers (exercise 5 writes it). The
+# accepting "72" as well as "072", is a matter of *parsing* the answer, not of searching for it: require the
+# end token, take the final segment, require digits, compare numbers (exercise 5 writes it). The
 # book's strict verifier (`task.reward`) is stricter still, and the third row of the table is the fix: the
 # same model trained on it ends with almost no accepted-but-wrong answers and the highest strict pass@1 of
-# the three rows. Penalties bolted onto a broken reward (a length penalty here, say) would move the exploit
+# the three rows. Penalties bolted onto a broken reward (a length penalty here, say) might only move the exploit
 # elsewhere; the policy optimises whatever the verifier pays for. Why could the policy reach this exploit at
 # all? Because the working makes the completion's length the model's choice: the moment it may decide when
 # to stop, writing on after the answer is one sampled token away, and the loophole pays for it.
