@@ -48,6 +48,23 @@ def run_jobs(one_run, jobs: list, workers: int, show) -> list:
     return rows
 
 
+def sort_and_tabulate(rows: list, order: list, names: list, keys, width: int) -> dict:
+    """Sort ``rows`` in place by (seed, position of the condition in ``order``); with two seeds or more, print and
+    return ``{name: {key: rl.mean_ci(values over seeds)}}`` for each condition in ``names`` (``keys``: a tuple of
+    fields, or a callable name -> tuple); an empty table with one seed."""
+    import rlbook as rl
+
+    rows.sort(key=lambda r: (r["seed"], order.index(r["condition"])))
+    table = {}
+    if len({r["seed"] for r in rows}) >= 2:
+        for name in names:
+            fields = keys(name) if callable(keys) else keys
+            runs = [r for r in rows if r["condition"] == name]
+            table[name] = {k: rl.mean_ci([r[k] for r in runs]) for k in fields}
+            print(f"{name:<{width}}" + "".join(f"  {k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in table[name].items()))
+    return table
+
+
 def save_record(name: str, record: dict) -> None:
     """Write ``record`` to ``rlbook/data/<name>.json`` (what ``rl.benchmark_results(name)`` reads) and say so."""
     from rlbook.config import BENCHMARK_RESULTS

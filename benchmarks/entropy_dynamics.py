@@ -42,7 +42,7 @@ import platform
 import time
 
 import numpy as np
-from _runner import run_jobs, save_record, seed_parser, versions
+from _runner import run_jobs, save_record, seed_parser, sort_and_tabulate, versions
 from grpo_variants import setup  # the seed's supervised scratchpad model, cached as grpo_variants caches it
 
 BUDGET = 10240
@@ -130,6 +130,11 @@ def one_run(job) -> dict:
             "steps": len(hist["entropy"]), "seconds": round(seconds, 1)}
 
 
+def table_fields(name: str) -> tuple:
+    """The fields the saved table summarises for a condition (the supervised rows have no training curves)."""
+    return ("pass@1", "pass@64", "greedy") + (() if name == "before" else ("final_entropy", "final_length"))
+
+
 def merged(saved: dict, new: dict, conditions: list) -> dict:
     """``saved`` with the runs and table rows of ``conditions`` taken from ``new`` (same seeds and settings; the
     ``before`` rows of both must agree, as they are the same supervised models), the commands joined."""
@@ -168,15 +173,7 @@ def main(argv=None) -> dict:
               f"greedy {r['greedy']:.3f}{extra}", flush=True)
 
     rows = run_jobs(one_run, jobs, args.workers, show)
-    order = ["before", *CONDITIONS]
-    rows.sort(key=lambda r: (r["seed"], order.index(r["condition"])))
-    table = {}
-    if len(args.seeds) >= 2:
-        for name in ["before", *args.conditions]:
-            rs = [r for r in rows if r["condition"] == name]
-            keys = ("pass@1", "pass@64", "greedy") + (() if name == "before" else ("final_entropy", "final_length"))
-            table[name] = {k: rl.mean_ci([r[k] for r in rs]) for k in keys}
-            print(f"{name:<22}" + "".join(f"  {k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in table[name].items()))
+    table = sort_and_tabulate(rows, ["before", *CONDITIONS], ["before", *args.conditions], table_fields, 22)
     wall = time.perf_counter() - start
     print(f"total {wall:.0f} s")
     record = {"seeds": args.seeds, "budget": BUDGET, "common": COMMON, "entropy_coef": ENTROPY_COEF,

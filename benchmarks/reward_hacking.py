@@ -28,7 +28,7 @@ import platform
 import time
 
 import numpy as np
-from _runner import run_jobs, save_record, seed_parser, versions
+from _runner import run_jobs, save_record, seed_parser, sort_and_tabulate, versions
 from entropy_dynamics import COMMON
 from grpo_variants import setup
 
@@ -110,8 +110,6 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     import torch
 
-    import rlbook as rl
-
     print(f"{versions(args.workers)}; budget {BUDGET} completions; {COMMON}, kl_coef 0.0", flush=True)
     jobs = [(seed, "before") for seed in args.seeds] + [(seed, name) for seed in args.seeds for name in args.conditions]
     start = time.perf_counter()
@@ -122,14 +120,8 @@ def main(argv=None) -> dict:
               f"accepted-but-wrong {r['accepted_wrong']:.3f}{extra}", flush=True)
 
     rows = run_jobs(one_run, jobs, args.workers, show)
-    order = ["before", *CONDITIONS]
-    rows.sort(key=lambda r: (r["seed"], order.index(r["condition"])))
-    table = {}
-    if len(args.seeds) >= 2:
-        for name in ["before", *args.conditions]:
-            rs = [r for r in rows if r["condition"] == name]
-            table[name] = {k: rl.mean_ci([r[k] for r in rs]) for k in ("pass@1", "substring_pass@1", "accepted_wrong")}
-            print(f"{name:<10}" + "".join(f"  {k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in table[name].items()))
+    table = sort_and_tabulate(rows, ["before", *CONDITIONS], ["before", *args.conditions],
+                              ("pass@1", "substring_pass@1", "accepted_wrong"), 10)
     wall = time.perf_counter() - start
     print(f"total {wall:.0f} s")
     record = {"seeds": args.seeds, "budget": BUDGET, "common": COMMON, "kl_coef": 0.0, "runs": rows, "table": table,
