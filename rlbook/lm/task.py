@@ -176,6 +176,13 @@ class AdditionTask:
             raise ValueError(f"`prompt` must look like {'0' * n}+{'0' * n}= ({n}-digit operands); got {prompt!r}")
         return int(m.group(1)), int(m.group(2))
 
+    def _parse_scored(self, prompt: str, completion) -> tuple[int, int]:
+        """The operands of ``prompt``, after checking that ``completion`` is a string (what every verifier checks)."""
+        a, b = self._parse(prompt)
+        if not isinstance(completion, str):
+            raise ValueError(f"`completion` must be a string; got {type(completion).__name__}")
+        return a, b
+
     def reward(self, prompt: str, completion: str) -> float:
         """Verifiable correctness reward: 1.0 iff ``completion`` is exactly the answer then EOS.
 
@@ -194,9 +201,7 @@ class AdditionTask:
         Raises:
             ValueError: ``prompt`` is not a prompt of this task, or ``completion`` is not a string.
         """
-        a, b = self._parse(prompt)
-        if not isinstance(completion, str):
-            raise ValueError(f"`completion` must be a string; got {type(completion).__name__}")
+        a, b = self._parse_scored(prompt, completion)
         return 1.0 if completion == self.answer_for(a, b) + self.eos_token else 0.0
 
     def format_reward(self, prompt: str, completion: str) -> float:
@@ -207,9 +212,7 @@ class AdditionTask:
         Raises:
             ValueError: as :meth:`reward`.
         """
-        self._parse(prompt)
-        if not isinstance(completion, str):
-            raise ValueError(f"`completion` must be a string; got {type(completion).__name__}")
+        self._parse_scored(prompt, completion)
         body = completion[: -len(self.eos_token)] if completion.endswith(self.eos_token) else None
         ok = body is not None and len(body) == self.answer_width and body.isascii() and body.isdigit()
         return 1.0 if ok else 0.0
@@ -238,9 +241,7 @@ class AdditionTask:
             >>> task.substring_reward("29+20=", "149</s>"), task.reward("29+20=", "149</s>")
             (1.0, 0.0)
         """
-        a, b = self._parse(prompt)
-        if not isinstance(completion, str):
-            raise ValueError(f"`completion` must be a string; got {type(completion).__name__}")
+        a, b = self._parse_scored(prompt, completion)
         return 1.0 if str(a + b) in completion else 0.0
 
 
