@@ -24,11 +24,19 @@ BUDGET = {"ppo": 100_000, "reinforce": 200_000}
 
 
 def parse_set(text: str) -> dict:
-    """``"lr=2e-3,num_steps=16"`` → ``{"lr": 0.002, "num_steps": 16}``; ``"default"`` → ``{}``."""
+    """``"lr=2e-3,hidden_sizes=(64,64)"`` → ``{"lr": 0.002, "hidden_sizes": (64, 64)}``; ``"default"`` → ``{}``."""
     if text == "default":
         return {}
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):  # split on the commas outside brackets: "hidden_sizes=(64,64),lr=1e-3"
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
     out = {}
-    for part in text.split(","):
+    for part in parts:
         key, _, value = part.partition("=")
         if not _:
             raise ValueError(f"`--sets`: expected field=value, got {part!r}")

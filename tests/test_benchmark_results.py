@@ -164,3 +164,18 @@ def test_entropy_dynamics_add_merges_conditions_and_refuses_records_that_do_not_
         entropy_dynamics.merged(saved, record("grpo_b0_mu4", 0.8, before=0.5), ["grpo_b0_mu4"])
     with pytest.raises(ValueError, match="seeds, budget and settings"):
         entropy_dynamics.merged(saved, record("grpo_b0_mu4", 0.8, seeds=(0, 2)), ["grpo_b0_mu4"])
+
+
+def test_cartpole_sweep_parses_override_sets_with_tuples_and_refuses_a_bare_name(monkeypatch):
+    """``--sets`` splits on the commas outside brackets, so a tuple field (``hidden_sizes``) can be swept."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from cartpole_sweep import parse_set
+
+    assert parse_set("default") == {}
+    assert parse_set("lr=2e-3,hidden_sizes=(64, 64),num_envs=16") == {"lr": 2e-3, "hidden_sizes": (64, 64), "num_envs": 16}
+    assert parse_set("hidden_sizes=(128,)") == {"hidden_sizes": (128,)}
+    assert parse_set("lr_schedule=constant,target_kl=None") == {"lr_schedule": "constant", "target_kl": None}
+    with pytest.raises(ValueError, match="field=value"):
+        parse_set("lr=1e-3,epochs")
