@@ -13,8 +13,9 @@ every config, the tests that pin it (here or in another file), and a test checks
 covers every field.
 
 Configs: :class:`rlbook.GRPOConfig` (loop :func:`rlbook.train_grpo`), :class:`rlbook.algos.ppo.PPOConfig`,
-:class:`rlbook.algos.trpo.TRPOConfig`, :class:`rlbook.algos.reinforce.ReinforceConfig` and
-:class:`rlbook.lm.SFTConfig`.
+:class:`rlbook.algos.trpo.TRPOConfig`, :class:`rlbook.algos.reinforce.ReinforceConfig`,
+:class:`rlbook.lm.SFTConfig`, :class:`rlbook.algos.dpo.DPOConfig` (loop :func:`rlbook.algos.dpo.train_dpo`) and
+:class:`rlbook.lm.RewardModelConfig` (loop :func:`rlbook.lm.train_reward_model`).
 """
 
 import copy
@@ -762,11 +763,11 @@ def test_train_ppo_trpo_and_reinforce_seed_changes_the_run():
         assert not np.array_equal(a, b), name
 
 
-@pytest.mark.parametrize("which", ["grpo", "ppo", "trpo", "reinforce", "sft"])
+@pytest.mark.parametrize("which", ["grpo", "ppo", "trpo", "reinforce", "sft", "dpo", "reward_model"])
 def test_every_trainer_asks_for_its_configured_device(monkeypatch, which):
     asked = []
     module = {"grpo": grpo_module, "ppo": ppo_module, "trpo": trpo_module, "reinforce": reinforce_module,
-              "sft": rl.lm.sft}[which]
+              "sft": rl.lm.sft, "dpo": dpo_module, "reward_model": rm_module}[which]
     real = module.get_device
     monkeypatch.setattr(module, "get_device", lambda d=None: asked.append(d) or real(d))
     run = {
@@ -779,6 +780,8 @@ def test_every_trainer_asks_for_its_configured_device(monkeypatch, which):
                                              progress=False),
         "sft": lambda: rl.lm.train_sft(tiny(dtype=torch.float32), TOK, AdditionTask(),
                                        rl.lm.SFTConfig(num_steps=1, batch_size=4, device="cpu"), progress=False),
+        "dpo": lambda: _pair_trainer("dpo", dict(num_steps=1, batch_size=2), dtype=torch.float32)[1](),
+        "reward_model": lambda: _pair_trainer("reward_model", dict(num_steps=1, batch_size=2), dtype=torch.float32)[1](),
     }[which]
     run()
     assert asked == ["cpu"]
@@ -1142,6 +1145,176 @@ def test_train_sft_weight_decay_is_decoupled_and_scaled_by_the_lr():
     torch.testing.assert_close(runs[0.5] - runs[0.0], -(4e-3 / 4) * 0.5 * init, rtol=1e-6, atol=1e-12)
 
 
+# ============================================================================= DPOConfig and RewardModelConfig
+
+from rlbook.algos import dpo as dpo_module  # noqa: E402
+from rlbook.algos.dpo import DPOConfig, dpo_step, preference_loss, train_dpo  # noqa: E402
+from rlbook.lm.dpo import encode_preference_pairs, sequence_log_probs  # noqa: E402
+from rlbook.lm.reward_model import RewardModelConfig, build_reward_model, train_reward_model  # noqa: E402
+
+rm_module = rl.lm.reward_model  # the module (its trainer looks up reward_model_step and get_device here)
+
+# eight distinct pairs: a draw of other indices gives other rows
+PAIR_PROMPTS = [f"{a:02d}+{b:02d}=" for a, b in ((7, 42), (13, 8), (55, 55), (90, 1), (3, 4), (61, 27), (18, 18), (40, 9))]
+PAIR_CHOSEN = [str(int(p[:2]) + int(p[3:5])) for p in PAIR_PROMPTS]
+PAIR_REJECTED = [c + "1" for c in PAIR_CHOSEN]
+
+
+def _pair_trainer(which, config_fields, dtype=torch.float64):
+    """(model, run) for the DPO or the reward-model trainer on the eight pairs: ``run()`` trains the
+    model in place with the config of ``config_fields`` (device cpu) and returns the History. The DPO
+    run is sigmoid DPO against a frozen copy of the starting policy as π_ref."""
+    policy = tiny(dtype=dtype)
+    if which == "dpo":
+        ref_policy = copy.deepcopy(policy).requires_grad_(False)
+        config = DPOConfig(device="cpu", **config_fields)
+        return policy, lambda: train_dpo(policy, ref_policy, TOK, PAIR_PROMPTS, PAIR_CHOSEN, PAIR_REJECTED, config,
+                                         progress=False)
+    model = build_reward_model(policy, init_std=0.1)
+    config = RewardModelConfig(device="cpu", **config_fields)
+    return model, lambda: train_reward_model(model, TOK, PAIR_PROMPTS, PAIR_CHOSEN, PAIR_REJECTED, config, progress=False)
+
+
+def _closed_form_cases():
+    """(config, sequence log-probs of [chosen, rejected], π_ref's or None, lengths, the loss by hand,
+    the same formula at the fields' defaults) for one pair of each loss type, at log-probs where the
+    formula has a closed form. Lengths 2 and 4 (or 3): sums and per-token averages differ."""
+    log, log1p_exp = math.log, lambda x: math.log1p(math.exp(x))  # log1p_exp(−x) = −log σ(x)
+    cases = {}
+    # DPO (cDPO): β·h = log 3, so −log σ(β·h) = log(4/3) and −log σ(−β·h) = log 4
+    h = 2 * log(3)
+    cases["sigmoid"] = (DPOConfig(loss_type="sigmoid", beta=0.5, label_smoothing=0.2),
+                        [h - 5.0, -4.0], [-2.0, -1.0], [2, 4], 0.8 * log(4 / 3) + 0.2 * log(4),
+                        log1p_exp(-0.1 * h))  # β = 0.1, ε = 0
+    # IPO on per-token averages: h̄ = (c − c_ref)/2 − (r − r_ref)/4 = 4/2 + 8/4 = 4; (h̄ − 1/(2β))² = (4 − 2)²
+    cases["ipo"] = (DPOConfig(loss_type="ipo", beta=0.25), [-2.0, -12.0], [-6.0, -4.0], [2, 4], 4.0,
+                    (4 - 5) ** 2)  # β = 0.1
+    # SimPO: β·(c/2 − r/4) − γ = 2·(−0.75 + 1.5) − 1.5 = 0, so the loss is log 2
+    cases["simpo"] = (DPOConfig(loss_type="simpo", beta=2.0, simpo_gamma=1.5), [-1.5, -6.0], None, [2, 4], log(2),
+                      log1p_exp(-(0.1 * 0.75 - 0.5)))  # β = 0.1, γ = 0.5
+    # ORPO: P_c = 1/2 (log-odds 0), P_r = 1/4 (log-odds −log 3): −log P_c − λ·log σ(log 3) = log 2 + λ·log(4/3)
+    cases["orpo"] = (DPOConfig(loss_type="orpo", orpo_lambda=0.5), [2 * log(0.5), 3 * log(0.25)], None, [2, 3],
+                     log(2) + 0.5 * log(4 / 3), log(2) + 0.1 * log(4 / 3))  # λ = 0.1
+    return cases
+
+
+@pytest.mark.parametrize("loss_type", ["sigmoid", "ipo", "simpo", "orpo"])
+def test_dpo_preference_loss_is_the_closed_form_at_known_log_probs(loss_type):
+    """Each loss_type's per-pair loss at log-probs where it has a closed form: cDPO's −(1−ε)log σ(βh)
+    − ε log σ(−βh) at βh = log 3; IPO's (h̄ − 1/(2β))² of per-token averages; SimPO's −log σ(β·Δavg − γ)
+    at zero; ORPO's −log P_c − λ log σ(Δ log-odds) at P = 1/2 and 1/4. Every field is off its default
+    and the default would give another value (checked), as would the swapped β/γ of SimPO."""
+    config, lp, ref, lengths, want, at_defaults = _closed_form_cases()[loss_type]
+    got = preference_loss(torch.tensor(lp, dtype=DT), None if ref is None else torch.tensor(ref, dtype=DT),
+                          torch.tensor(lengths), config)
+    assert got.shape == (1,)
+    assert float(got[0]) == pytest.approx(want, rel=1e-12)
+    assert abs(at_defaults - want) > 1e-2  # power: the fields at their defaults give another loss
+    if loss_type == "simpo":
+        swapped = math.log1p(math.exp(-(1.5 * 0.75 - 2.0)))  # β and γ exchanged
+        assert abs(swapped - want) > 1e-2
+    if ref is None:  # reference-free: π_ref's log-probs (were they given) play no part
+        assert torch.equal(preference_loss(torch.tensor(lp, dtype=DT), torch.tensor([-7.0, 3.0], dtype=DT),
+                                           torch.tensor(lengths), config), got)
+    else:
+        with pytest.raises(ValueError, match="ref_log_probs"):
+            preference_loss(torch.tensor(lp, dtype=DT), None, torch.tensor(lengths), config)
+
+
+@pytest.mark.parametrize("loss_type", ["sigmoid", "simpo"])
+def test_dpo_step_logs_the_implicit_reward_margin_at_beta(loss_type):
+    """The logged margin and accuracy are of the implicit rewards β·(log π − log π_ref) (β·log π for
+    the reference-free losses) at the configured β, the log-probs recomputed here."""
+    policy, ref_model = tiny(seed=0), tiny(seed=1)
+    batch = encode_preference_pairs(TOK, PAIR_PROMPTS, PAIR_CHOSEN, PAIR_REJECTED)
+    with torch.no_grad():
+        lp = sequence_log_probs(policy, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+        ref = sequence_log_probs(ref_model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    config = DPOConfig(loss_type=loss_type, beta=0.7, max_grad_norm=1e9)
+    metrics = dpo_step(policy, torch.optim.SGD(policy.parameters(), lr=0.0), batch,
+                       ref if loss_type == "sigmoid" else None, config)
+    implicit = 0.7 * (lp - ref if loss_type == "sigmoid" else lp)
+    margin = implicit[:8] - implicit[8:]
+    assert abs(float(margin.mean())) > 1e-2  # β changes the logged margin
+    assert metrics["reward_margin"] == pytest.approx(float(margin.mean()), rel=1e-9)
+    assert metrics["reward_accuracy"] == float((margin > 0).double().mean())
+    assert metrics["chosen_log_prob"] == pytest.approx(float(lp[:8].mean()), rel=1e-9)
+    assert metrics["rejected_log_prob"] == pytest.approx(float(lp[8:].mean()), rel=1e-9)
+
+
+@pytest.mark.parametrize("which", ["dpo", "reward_model"])
+def test_dpo_and_reward_model_draw_batch_size_pairs_per_step_by_the_seed(monkeypatch, which):
+    """Step k trains on the pairs pick_k = randint(0, N, (batch_size,)) of a generator seeded with
+    ``seed`` (drawn in order, with replacement): rows pick_k (chosen) then pick_k + N (rejected), for
+    exactly num_steps steps; DPO's π_ref log-probs are those of the same rows. Another seed draws
+    other pairs, the same seed the same ones."""
+    step_name = "dpo_step" if which == "dpo" else "reward_model_step"
+    module = dpo_module if which == "dpo" else rm_module
+    real = getattr(module, step_name)
+    seen = []
+    monkeypatch.setattr(module, step_name, lambda model, opt, batch, *rest: seen.append(
+        (batch["input_ids"].clone(), batch["completion_mask"].clone(), rest[0] if rest else None)) or real(
+        model, opt, batch, *rest))
+    data = encode_preference_pairs(TOK, PAIR_PROMPTS, PAIR_CHOSEN, PAIR_REJECTED)
+    n = len(PAIR_PROMPTS)
+    drawn = {}
+    for seed in (3, 4):
+        seen.clear()
+        model, run = _pair_trainer(which, dict(num_steps=3, batch_size=5, seed=seed))
+        ref_policy = copy.deepcopy(model)  # DPO's π_ref: the starting policy
+        hist = run()
+        assert len(seen) == len(hist["loss"]) == 3
+        generator = torch.Generator().manual_seed(seed)
+        for ids, completion_mask, ref_arg in seen:
+            pick = torch.randint(0, n, (5,), generator=generator)
+            rows = torch.cat([pick, pick + n])
+            assert ids.shape[0] == 10 and torch.equal(ids, data["input_ids"][rows])
+            if which == "dpo":
+                with torch.no_grad():
+                    want = sequence_log_probs(ref_policy, data["input_ids"][rows], data["attention_mask"][rows],
+                                              data["completion_mask"][rows])
+                torch.testing.assert_close(ref_arg, want, rtol=1e-12, atol=1e-12)
+        drawn[seed] = [ids for ids, _, _ in seen]
+    assert any(not torch.equal(a, b) for a, b in zip(drawn[3], drawn[4]))
+
+
+@pytest.mark.parametrize("which", ["dpo", "reward_model"])
+def test_dpo_and_reward_model_lr_and_weight_decay_are_adamws(which):
+    """One step at lr = 4e-3 (off both defaults): AdamW's first step moves a parameter by lr·g/(|g| +
+    1e-8), lr for |g| ≫ 1e-8; with weight decay 0.5 the run differs from the undecayed one by exactly
+    −lr·wd·θ_init (decoupled: the Adam part is the same; an L2 penalty in the gradient would change it)."""
+    runs = {}
+    for wd in (0.0, 0.5):
+        model, run = _pair_trainer(which, dict(num_steps=1, batch_size=4, lr=4e-3, weight_decay=wd, max_grad_norm=1e9))
+        init = flat(model)
+        run()
+        runs[wd] = flat(model)
+    moved = (runs[0.0] - init).abs()
+    assert float(moved.max()) == pytest.approx(4e-3, rel=1e-3) and float(moved.max()) <= 4e-3 * (1 + 1e-9)
+    torch.testing.assert_close(runs[0.5] - runs[0.0], -4e-3 * 0.5 * init, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["dpo", "reward_model"])
+def test_dpo_and_reward_model_max_grad_norm_clips_the_step_to_that_norm(monkeypatch, which):
+    """With AdamW replaced by plain SGD at lr = 1 (Δθ = −clip(g)): unclipped the step's norm is the
+    logged gradient norm; at max_grad_norm = 1e-3 ≪ ‖g‖ the step is the unclipped one times
+    c/(‖g‖ + 1e-6), of norm c, and the logged norm is still the one before clipping."""
+    monkeypatch.setattr(torch.optim, "AdamW", lambda params, lr, weight_decay: torch.optim.SGD(params, lr=1.0))
+    steps, norms = {}, {}
+    for clip in (float("inf") if which == "reward_model" else 1e9, 1e-3):
+        model, run = _pair_trainer(which, dict(num_steps=1, batch_size=4, max_grad_norm=clip))
+        before = flat(model)
+        norms[clip] = float(run()["grad_norm"][0])
+        steps[clip] = flat(model) - before
+    (free, g_norm), (clipped, clipped_norm) = [(steps[c], norms[c]) for c in steps]
+    assert g_norm > 1e-2  # the clip acts (and ‖g‖ ≠ 1, so a clip at the default 1.0 shows)
+    assert abs(g_norm - 1.0) > 1e-2
+    assert float(free.norm()) == pytest.approx(g_norm, rel=1e-6)
+    assert clipped_norm == pytest.approx(g_norm, rel=1e-9)  # logged before clipping
+    torch.testing.assert_close(clipped, free * (1e-3 / (g_norm + 1e-6)), rtol=1e-6, atol=1e-12)
+    assert float(clipped.norm()) == pytest.approx(1e-3, rel=1e-3)
+
+
 # ============================================================================= every field has a test
 
 
@@ -1156,6 +1329,12 @@ _TRPO_RUN = "test_train_trpo_gae_advantages_and_the_critic_fit"
 _STOP = "test_train_ppo_and_trpo_stop_at_return_over_stop_window"
 _REIN = "test_train_reinforce_update_is_the_configured_estimator"
 _SFT = "test_train_sft_replays_with_every_field_off_its_default"
+_CLOSED = "test_dpo_preference_loss_is_the_closed_form_at_known_log_probs"
+_LIB = "test_dpo_train.py::test_each_loss_type_is_the_library_loss"
+_DRAWS = "test_dpo_and_reward_model_draw_batch_size_pairs_per_step_by_the_seed"
+_ADAMW = "test_dpo_and_reward_model_lr_and_weight_decay_are_adamws"
+_CLIP = "test_dpo_and_reward_model_max_grad_norm_clips_the_step_to_that_norm"
+_RM_FIELDS = "test_preference_lm.py::test_reward_model_config_fields_are_used"
 
 # (config, field) -> the tests that fail when the field is ignored, inverted or mis-wired (a test
 # in another file is named "file.py::test").
@@ -1317,6 +1496,25 @@ FIELD_TESTS = {
     ("SFTConfig", "max_grad_norm"): [_SFT],
     ("SFTConfig", "seed"): [_SFT],
     ("SFTConfig", "device"): [_DEVICE],
+    ("DPOConfig", "loss_type"): [_CLOSED, _LIB],
+    ("DPOConfig", "beta"): [_CLOSED, _LIB, "test_dpo_step_logs_the_implicit_reward_margin_at_beta"],
+    ("DPOConfig", "label_smoothing"): [_CLOSED, _LIB],
+    ("DPOConfig", "simpo_gamma"): [_CLOSED, _LIB],
+    ("DPOConfig", "orpo_lambda"): [_CLOSED, _LIB],
+    ("DPOConfig", "num_steps"): [_DRAWS],
+    ("DPOConfig", "batch_size"): [_DRAWS],
+    ("DPOConfig", "lr"): [_ADAMW],
+    ("DPOConfig", "weight_decay"): [_ADAMW],
+    ("DPOConfig", "max_grad_norm"): [_CLIP],
+    ("DPOConfig", "seed"): [_DRAWS],
+    ("DPOConfig", "device"): [_DEVICE],
+    ("RewardModelConfig", "num_steps"): [_DRAWS, _RM_FIELDS],
+    ("RewardModelConfig", "batch_size"): [_DRAWS, _RM_FIELDS],
+    ("RewardModelConfig", "lr"): [_ADAMW, _RM_FIELDS],
+    ("RewardModelConfig", "weight_decay"): [_ADAMW],
+    ("RewardModelConfig", "max_grad_norm"): [_CLIP, _RM_FIELDS],
+    ("RewardModelConfig", "seed"): [_DRAWS, _RM_FIELDS],
+    ("RewardModelConfig", "device"): [_DEVICE],
 }
 
 
@@ -1324,7 +1522,8 @@ def test_every_config_field_has_a_pinning_test():
     """A new config field fails this test until a test that pins it is named in FIELD_TESTS."""
     from pathlib import Path
 
-    configs = {c.__name__: c for c in (GRPOConfig, PPOConfig, TRPOConfig, ReinforceConfig, rl.lm.SFTConfig)}
+    configs = {c.__name__: c for c in (GRPOConfig, PPOConfig, TRPOConfig, ReinforceConfig, rl.lm.SFTConfig, DPOConfig,
+                                          RewardModelConfig)}
     fields = {(name, f.name) for name, c in configs.items() for f in dataclasses.fields(c)}
     assert set(FIELD_TESTS) == fields, (fields - set(FIELD_TESTS), set(FIELD_TESTS) - fields)
     here = Path(__file__).parent

@@ -2,12 +2,12 @@
 inverted or mis-wired?
 
 Each entry of ``MUTATIONS`` is one realistic single-line bug in the code that reads a field of
-``GRPOConfig``, ``PPOConfig``, ``TRPOConfig``, ``ReinforceConfig`` or ``SFTConfig`` (the field
-replaced by its default, a comparison flipped at its boundary, two sibling fields swapped), with the
-tests meant to catch it (``TARGETS``; ``--broad`` runs the config's whole group of tests in
-``tests/test_config_fields.py`` instead). The script copies the repository, applies the mutations
-one at a time, runs the tests with ``pytest -x`` and reports which test caught each one. The
-repository itself is never modified.
+``GRPOConfig``, ``PPOConfig``, ``TRPOConfig``, ``ReinforceConfig``, ``SFTConfig``, ``DPOConfig`` or
+``RewardModelConfig`` (the field replaced by its default, a comparison flipped at its boundary, two
+sibling fields swapped), with the tests meant to catch it (``TARGETS``; ``--broad`` runs the
+config's whole group of tests in ``tests/test_config_fields.py`` instead). The script copies the
+repository, applies the mutations one at a time, runs the tests with ``pytest -x`` and reports which
+test caught each one. The repository itself is never modified.
 
     python tools/mutate_config_fields.py                 # every mutation
     python tools/mutate_config_fields.py g45 p08         # these ids only
@@ -20,6 +20,10 @@ transformers, which saves the start-up time of a fresh interpreter per mutation.
 Measured when written (November 2026): all 144 mutations caught by their targeted tests, about 10 s
 each on an idle 2-core machine; the unmutated copy passes every selection. g70-g81 (the entropy
 switches, added later): 12 of 12 caught by ``tests/test_entropy_switches.py``, about 4 s each.
+d01-d22 (``DPOConfig``, with the loss formulas of ``rlbook/preferences.py`` its fields feed) and
+m01-m09 (``RewardModelConfig``), added later: 31 of 31 caught by their targeted tests in
+``tests/test_config_fields.py``, about 6 s each (3.2 min in all) on the 2-core machine while two
+other jobs ran. The table now holds 194 mutations.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ TPT = "tests/test_ppo_trpo_train.py"
 TRM = "tests/test_grpo_reward_model.py"
 TIC = "tests/test_is_corrections.py"
 TES = "tests/test_entropy_switches.py"
+DP, RM, PREF = "rlbook/algos/dpo.py", "rlbook/lm/reward_model.py", "rlbook/preferences.py"
 
 # the broad selection of each config (--broad)
 grpo = [F, "-k", "grpo or dppo"]
@@ -53,6 +58,8 @@ ppo = [F, "-k", "ppo or every_trainer"]
 trpo = [F, "-k", "trpo or every_trainer"]
 rein = [F, "-k", "reinforce or every_trainer"]
 sft = [F, "-k", "sft or every_trainer"]
+dpo = [F, "-k", "dpo or every_trainer"]
+rmodel = [F, "-k", "reward_model or every_trainer"]
 
 # (id, config, field, kind, file, the line(s) as written, the mutant, broad selection)
 MUTATIONS = [
@@ -305,6 +312,64 @@ MUTATIONS = [
     ("s12", "SFT", "num_steps", "ignore (schedule horizon)", S, "_lr_factor(s, config.warmup_steps, config.num_steps)",
      "_lr_factor(s, config.warmup_steps, 550)", sft),
     ("s13", "SFT", "device", "ignore", S, "    device = get_device(config.device)\n    policy.to(device).eval()", "    device = get_device(None)\n    policy.to(device).eval()", sft),
+    # ---------------------------------------------------------------- DPOConfig
+    ("d01", "DPO", "loss_type", "ignore", DP, "loss_fn, needs_ref = DPO_LOSSES[config.loss_type]",
+     'loss_fn, needs_ref = DPO_LOSSES["sigmoid"]', dpo),
+    ("d02", "DPO", "beta", "ignore (sigmoid)", DP, "dpo_loss(c, r, ref_c, ref_r, cfg.beta, cfg.label_smoothing)",
+     "dpo_loss(c, r, ref_c, ref_r, 0.1, cfg.label_smoothing)", dpo),
+    ("d03", "DPO", "label_smoothing", "ignore", DP, "dpo_loss(c, r, ref_c, ref_r, cfg.beta, cfg.label_smoothing)",
+     "dpo_loss(c, r, ref_c, ref_r, cfg.beta, 0.0)", dpo),
+    ("d04", "DPO", "label_smoothing", "invert (sign of the ε term)", PREF, "- label_smoothing * F.logsigmoid(-logits)",
+     "+ label_smoothing * F.logsigmoid(-logits)", dpo),
+    ("d05", "DPO", "beta", "ignore (ipo)", DP, "ref_r / len_r, cfg.beta)", "ref_r / len_r, 0.1)", dpo),
+    ("d06", "DPO", "loss_type", "mis-wire (ipo on sums)", DP, "ipo_loss(c / len_c, r / len_r, ref_c / len_c, ref_r / len_r, cfg.beta)",
+     "ipo_loss(c, r, ref_c, ref_r, cfg.beta)", dpo),
+    ("d07", "DPO", "beta", "mis-wire (ipo target 1/β)", PREF, "(h - 1.0 / (2.0 * beta)) ** 2", "(h - 1.0 / beta) ** 2", dpo),
+    ("d08", "DPO", "beta/simpo_gamma", "swap", DP, "simpo_loss(c, r, cfg.beta, cfg.simpo_gamma, len_c, len_r)",
+     "simpo_loss(c, r, cfg.simpo_gamma, cfg.beta, len_c, len_r)", dpo),
+    ("d09", "DPO", "simpo_gamma", "ignore", DP, "simpo_loss(c, r, cfg.beta, cfg.simpo_gamma, len_c, len_r)",
+     "simpo_loss(c, r, cfg.beta, 0.5, len_c, len_r)", dpo),
+    ("d10", "DPO", "simpo_gamma", "invert", PREF, "beta * (chosen - rejected) - gamma)", "beta * (chosen - rejected) + gamma)", dpo),
+    ("d11", "DPO", "loss_type", "mis-wire (simpo on sums)", DP, "simpo_loss(c, r, cfg.beta, cfg.simpo_gamma, len_c, len_r)",
+     "simpo_loss(c, r, cfg.beta, cfg.simpo_gamma)", dpo),
+    ("d12", "DPO", "orpo_lambda", "ignore", DP, "orpo_loss(c, r, cfg.orpo_lambda, len_c, len_r)",
+     "orpo_loss(c, r, 0.1, len_c, len_r)", dpo),
+    ("d13", "DPO", "orpo_lambda", "invert", PREF, "return -chosen - lam * F.logsigmoid", "return -chosen + lam * F.logsigmoid", dpo),
+    ("d14", "DPO", "beta", "ignore (logged implicit reward)", DP, "implicit = config.beta * (", "implicit = 0.1 * (", dpo),
+    ("d15", "DPO", "num_steps", "off by one", DP, "    for _ in range(config.num_steps):\n",
+     "    for _ in range(config.num_steps + 1):\n", dpo),
+    ("d16", "DPO", "batch_size", "ignore", DP, "pick = torch.randint(0, n, (config.batch_size,), generator=generator)",
+     "pick = torch.randint(0, n, (32,), generator=generator)", dpo),
+    ("d17", "DPO", "seed", "ignore", DP, "generator = torch.Generator().manual_seed(config.seed)",
+     "generator = torch.Generator().manual_seed(0)", dpo),
+    ("d18", "DPO", "lr", "ignore", DP, "lr=config.lr, weight_decay=config.weight_decay)",
+     "lr=1e-4, weight_decay=config.weight_decay)", dpo),
+    ("d19", "DPO", "weight_decay", "ignore", DP, "lr=config.lr, weight_decay=config.weight_decay)",
+     "lr=config.lr, weight_decay=0.0)", dpo),
+    ("d20", "DPO", "weight_decay", "mis-wire (L2 in Adam, not decoupled)", DP, "torch.optim.AdamW(policy.parameters()",
+     "torch.optim.Adam(policy.parameters()", dpo),
+    ("d21", "DPO", "max_grad_norm", "ignore", DP, "clip_grad_norm_(policy.parameters(), config.max_grad_norm)",
+     "clip_grad_norm_(policy.parameters(), 1.0)", dpo),
+    ("d22", "DPO", "device", "ignore", DP, "device = get_device(config.device)", "device = get_device(None)", dpo),
+    # ---------------------------------------------------------------- RewardModelConfig
+    ("m01", "RM", "num_steps", "off by one", RM, "range(config.num_steps), desc", "range(config.num_steps + 1), desc", rmodel),
+    ("m02", "RM", "batch_size", "ignore", RM, "(config.batch_size,), generator=generator)", "(32,), generator=generator)",
+     rmodel),
+    ("m03", "RM", "seed", "ignore", RM, "generator = torch.Generator().manual_seed(config.seed)",
+     "generator = torch.Generator().manual_seed(0)", rmodel),
+    ("m04", "RM", "lr", "ignore", RM, "lr=config.lr, weight_decay=config.weight_decay)",
+     "lr=1e-3, weight_decay=config.weight_decay)", rmodel),
+    ("m05", "RM", "weight_decay", "ignore", RM, "lr=config.lr, weight_decay=config.weight_decay)",
+     "lr=config.lr, weight_decay=0.0)", rmodel),
+    ("m06", "RM", "weight_decay", "mis-wire (L2 in Adam, not decoupled)", RM, "torch.optim.AdamW(reward_model.parameters()",
+     "torch.optim.Adam(reward_model.parameters()", rmodel),
+    ("m07", "RM", "max_grad_norm", "ignore (the step's default: no clip)", RM,
+     "reward_model_step(reward_model, optimizer, batch, config.max_grad_norm)", "reward_model_step(reward_model, optimizer, batch)",
+     rmodel),
+    ("m08", "RM", "max_grad_norm", "ignore (the config's default)", RM,
+     "reward_model_step(reward_model, optimizer, batch, config.max_grad_norm)",
+     "reward_model_step(reward_model, optimizer, batch, 1.0)", rmodel),
+    ("m09", "RM", "device", "ignore", RM, "device = get_device(config.device)", "device = get_device(None)", rmodel),
 ]
 
 
@@ -345,6 +410,13 @@ TARGETS = {
     "r13": k("full_window or stop_at_return_is_the_rolling"), "r14": k("stop_at_return_is_the_rolling"), "r16": k("seed_changes or configured_estimator"),
     "r17": k("seed_changes or configured_estimator"), "r18": k("every_trainer and reinforce"),
     **{f"s{i:02d}": k("train_sft_replays or weight_decay") for i in range(1, 13)}, "s13": k("every_trainer and sft"),
+    **{f"d{i:02d}": k("preference_loss_is_the_closed_form") for i in range(1, 14)}, "d14": k("implicit_reward_margin"),
+    **{f"d{i:02d}": k("draw_batch_size") for i in (15, 16, 17)},
+    **{f"d{i:02d}": k("weight_decay_are_adamws") for i in (18, 19, 20)},
+    "d21": k("dpo_and_reward_model_max_grad_norm"), "d22": k("every_trainer and dpo"),
+    **{f"m{i:02d}": k("draw_batch_size") for i in (1, 2, 3)},
+    **{f"m{i:02d}": k("weight_decay_are_adamws") for i in (4, 5, 6)},
+    **{f"m{i:02d}": k("dpo_and_reward_model_max_grad_norm") for i in (7, 8)}, "m09": k("every_trainer and reward_model"),
 }
 
 
