@@ -14,7 +14,8 @@ import rlbook as rl
 
 SHIPPED = {  # file: (key of the per-method table, methods a chapter reads, per-seed fields)
     "cartpole": ("algos", ["reinforce", "trpo", "ppo"], ["steps_to_475", "wall_s"]),
-    "cartpole_reinforce": ("variants", ["vanilla", "rtg+mean", "default"], ["steps_to_475", "wall_s"]),
+    "cartpole_reinforce": ("variants", ["vanilla", "rtg+mean", "default", "default-n1"],
+                           ["steps_to_475", "wall_s", "lowest_after_475"]),
     "grpo_passes": ("runs", ["mu1_b0", "mu4_b004"], ["mean_reward", "final_reward", "final_kl", "clip_fraction"]),
 }
 
@@ -39,6 +40,17 @@ def test_steps_to_475_are_reached_within_the_budget_or_none():
         for method, row in saved[key].items():
             budget = row.get("budget", saved.get("budget"))
             assert all(n is None or 0 < n <= budget for n in row["steps_to_475"]), (name, method)
+
+
+def test_cartpole_reinforce_lowest_after_475_is_recorded_exactly_for_the_runs_that_got_there():
+    """Chapter 3 compares how far the return dips after the first crossing: a value for every run that
+    reached 475 and none for the others, a rolling-20 mean of CartPole returns (at most 500)."""
+    saved = rl.benchmark_results("cartpole_reinforce")
+    assert saved["after"] > 0
+    for name, row in saved["variants"].items():
+        for steps, low in zip(row["steps_to_475"], row["lowest_after_475"]):
+            assert (steps is None) == (low is None), name
+            assert low is None or 0 < low <= 500, name
 
 
 @pytest.mark.parametrize("name, methods, fields", [
@@ -179,3 +191,24 @@ def test_cartpole_sweep_parses_override_sets_with_tuples_and_refuses_a_bare_name
     assert parse_set("lr_schedule=constant,target_kl=None") == {"lr_schedule": "constant", "target_kl": None}
     with pytest.raises(ValueError, match="field=value"):
         parse_set("lr=1e-3,epochs")
+
+
+def test_cartpole_reinforce_lowest_after_takes_the_stretch_from_the_crossing_to_after_steps(monkeypatch):
+    from pathlib import Path
+
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from cartpole_reinforce import lowest_after
+
+    class Hist:  # episodes ending every 100 env steps; rolling means given directly
+        episode_end_steps = [100, 200, 300, 400, 500, 600]
+
+        def rolling_returns(self, window):
+            assert window == 20
+            return np.array([10.0, 480.0, 476.0, 300.0, 490.0, 5.0])
+
+    assert lowest_after(Hist(), 200, after=200) == 300.0  # episodes ending at 200..400
+    assert lowest_after(Hist(), 200, after=100) == 476.0  # at 200 and 300
+    assert lowest_after(Hist(), 200, after=0) == 480.0  # the crossing episode alone
+    assert lowest_after(Hist(), 500, after=10_000) == 5.0  # to the end of the run

@@ -56,7 +56,13 @@ BASELINES = ("none", "mean", "optimal", "value")
 
 @dataclass
 class ReinforceConfig:
-    """Settings of :func:`train_reinforce`. The defaults are the book's best variant.
+    """Settings of :func:`train_reinforce`. The defaults are the book's default variant (chapter 3).
+
+    Over seeds 0–9 (``benchmarks/cartpole_reinforce.py``), the defaults reach a rolling-20 return of
+    475 after a median of 36.2k env steps; ``episodes_per_batch=1`` (picked on seeds 100–109 with
+    ``benchmarks/cartpole_sweep.py``) after 19.8k, fewer on each of the ten seeds, with no difference
+    detected in how far the return dips in the 30k steps after (lowest 239 against 374). Eight
+    episodes stay the default: chapter 3 compares its estimators and baselines on batches of eight.
 
     Attributes:
         seed: seeds torch (network init, action sampling) and the environments.
