@@ -694,7 +694,7 @@ def test_train_ppo_gae_lr_schedule_rollout_shape_network_and_clip_fraction(monke
         return real_update(model, optimizer, batch, config, generator)
 
     monkeypatch.setattr(ppo_module, "ppo_update", update)
-    c = PPOConfig(total_env_steps=96, num_envs=3, num_steps=16, gamma=0.9, gae_lambda=0.5, lr=3e-2, lr_schedule=schedule,
+    c = PPOConfig(total_env_steps=48, num_envs=3, num_steps=8, gamma=0.9, gae_lambda=0.5, lr=3e-2, lr_schedule=schedule,
                   clip_eps_low=0.05, clip_eps_high=0.5, num_epochs=3, minibatch_size=16, hidden_sizes=(8,),
                   activation="relu", target_kl=None, seed=7)
     hist = train_ppo(c, progress=False)
@@ -704,7 +704,7 @@ def test_train_ppo_gae_lr_schedule_rollout_shape_network_and_clip_fraction(monke
     np.testing.assert_allclose(hist["lr"], want_lr, rtol=1e-12)
     assert [lr for lr, _ in updates] == pytest.approx(want_lr, rel=1e-12)
     for (args, _, rollout), (_, batch) in zip(rollouts, updates):
-        assert rollout.obs.shape == (3, 16, 4) and args[-1] == 16
+        assert rollout.obs.shape == (3, 8, 4) and args[-1] == 8  # num_steps = 8 (the default is 16)
         adv = hand_gae_rows(rollout, 0.9, 0.5)
         torch.testing.assert_close(batch["advantages"], adv.reshape(-1), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(batch["returns"], (adv + rollout.values).reshape(-1), rtol=1e-5, atol=1e-5)

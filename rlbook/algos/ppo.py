@@ -48,7 +48,10 @@ class PPOConfig:
     32 steps, γ 0.98, λ 0.8, lr 1e-3 linear, 20 epochs) gave 22.2k / 28.7k / 33.2k; 30 epochs gave
     15.7k / 25.8k / 24.5k but two seeds collapsed after solving (rolling-20 down to 159 and 23);
     adding ``target_kl=0.05`` gives 15.7k / 26.3k / 76.5k (median 26.3k) with the rolling-20
-    return ≥ 475 after the first crossing on all three seeds (100k-step runs).
+    return ≥ 475 after the first crossing on all three seeds (100k-step runs). Retuned with
+    ``benchmarks/cartpole_sweep.py`` on seeds 100–109 (17 settings besides the defaults; table in the README): 16 steps per
+    env per rollout and minibatches of 64 (more, smaller updates) gave the lowest median, 16.0k against
+    27.4k; on the reported seeds 0–9 the median is 19.5k against 27.3k, worst seed 33.5k against 76.5k.
 
     Attributes:
         seed: seeds the network init, action sampling, minibatch shuffling and env i (seed + i).
@@ -85,13 +88,13 @@ class PPOConfig:
     seed: int = 0
     total_env_steps: int = 100_000
     num_envs: int = 8
-    num_steps: int = 32
+    num_steps: int = 16
     gamma: float = 0.98
     gae_lambda: float = 0.8
     clip_eps_low: float = 0.2
     clip_eps_high: float | None = None
     num_epochs: int = 30
-    minibatch_size: int = 256
+    minibatch_size: int = 64
     lr: float = 1e-3
     lr_schedule: Literal["constant", "linear"] = "linear"
     ent_coef: float = 0.0
