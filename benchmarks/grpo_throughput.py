@@ -84,6 +84,16 @@ other jobs kept the 1-minute load average at 11–15 on the 2 cores, so every wa
 The 1-thread CPU-time ratio was 1.99× and 2.04× in two runs at 64 completions per step and 2.00×
 at 512; the 3× goal is not reached (see above for why).
 
+Measured again 2026-11-26 on a quiet machine (1-minute load average 0.4–0.9 throughout), the defaults:
+
+    threads   rlbook completions/s   TRL completions/s   ratio (wall)   ratio (CPU time per step)
+    1         2036                   1099                1.85×          1.85×  (31.4 vs 58.2 ms)
+    2         2671                   1398                1.91×          1.90×  (47.5 vs 90.1 ms)
+
+    phase (ms, 1 thread)   generation   forward   backward   optimiser   rest   step
+    rlbook                 12.0         6.6       9.6        1.1         1.6    31.4
+    TRL                    23.0         14.6      14.9       1.1         3.9    58.2
+
 Prints versions, settings, a table of completions/s (and generated tokens/s) for both sides at each
 thread count with the ratio, and the per-phase profile; the last line is one JSON object. TRL is
 optional (``pip install "rlbook[trl]"``); without it only rlbook's numbers are reported.
