@@ -52,6 +52,8 @@ class PPOConfig:
     ``benchmarks/cartpole_sweep.py`` on seeds 100–109 (17 settings besides the defaults; table in the README): 16 steps per
     env per rollout and minibatches of 64 (more, smaller updates) gave the lowest median, 16.0k against
     27.4k; on the reported seeds 0–9 the median is 19.5k against 27.3k, worst seed 33.5k against 76.5k.
+    Continued to 100k steps, 8 of those 10 runs hold a rolling-20 return ≥ 475 after the first
+    crossing (seed 4 dips to 257), against 9 of 10 with the old settings (no difference detected).
 
     Attributes:
         seed: seeds the network init, action sampling, minibatch shuffling and env i (seed + i).
