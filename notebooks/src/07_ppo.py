@@ -21,6 +21,7 @@
 # to any optimiser.
 
 # %%
+import dataclasses
 import inspect
 
 import matplotlib.pyplot as plt
@@ -444,21 +445,25 @@ fig.tight_layout();
 # The questions about steps-to-475 need full training runs (a minute or more each), which these
 # solutions do not repeat; they show the code, run it on single batches where that already answers
 # the question, and say what the full runs show and why. All the demonstrations below start from
-# one batch of CartPole steps (8 envs × 16 steps) collected by a fresh, untrained network.
+# one batch of 256 CartPole steps collected by a fresh, untrained network: the RL Zoo's 8 envs × 32 steps
+# in a single minibatch (`demo_cfg`), so that one epoch is one gradient step.
 
 # %% tags=["solution"]
+demo_cfg = dataclasses.replace(cfg, num_steps=32, minibatch_size=256)
+
+
 def fresh_batch(seed=0):
-    """A fresh ActorCritic and one num_envs × num_steps batch it collected, flattened as train_ppo stores it."""
+    """A fresh ActorCritic and one 8 × 32 batch (``demo_cfg``) it collected, flattened as train_ppo stores it."""
     torch.manual_seed(seed)
-    model = rl.ActorCritic(4, 2, cfg.hidden_sizes, cfg.activation)
-    envs = rl.make_cartpole_vector_env(cfg.num_envs, seed)
+    model = rl.ActorCritic(4, 2, demo_cfg.hidden_sizes, demo_cfg.activation)
+    envs = rl.make_cartpole_vector_env(demo_cfg.num_envs, seed)
     with torch.no_grad():
         rollout = rl.collect_rollout(rl.RolloutState.start(envs, seed),
                                      rl.categorical_policy_fn(model, torch.Generator().manual_seed(seed)),
-                                     model.value, cfg.num_steps)
+                                     model.value, demo_cfg.num_steps)
     envs.close()
     advantages, returns = rl.gae(rollout.rewards, rollout.values, rollout.next_values, rollout.terminated,
-                                 rollout.truncated, cfg.gamma, cfg.gae_lambda)
+                                 rollout.truncated, demo_cfg.gamma, demo_cfg.gae_lambda)
     return model, ppo_module._flatten(rollout, advantages, returns)
 
 
@@ -536,11 +541,13 @@ def kl_over_epochs(run_cfg, epochs=20, seed=0):
     return kls
 
 
-clipped_kls = kl_over_epochs(cfg)
-unclipped_kls = kl_over_epochs(rl.PPOConfig(clip_eps_low=1.0, clip_eps_high=100.0))
+clipped_kls = kl_over_epochs(demo_cfg)
+unclipped_kls = kl_over_epochs(dataclasses.replace(demo_cfg, clip_eps_low=1.0, clip_eps_high=100.0))
 print("epoch           1       5      10      20")
 print("clipped   ", "  ".join(f"{clipped_kls[i]:.4f}" for i in (0, 4, 9, 19)))
 print("no clip   ", "  ".join(f"{unclipped_kls[i]:.4f}" for i in (0, 4, 9, 19)))
+rl.claim("grows with every epoch instead of levelling off",
+         min(after / before for before, after in zip(unclipped_kls, unclipped_kls[1:])), low=1.0);
 
 # %% [markdown] tags=["solution"]
 # In training this shows up as a larger `approx_kl` per update and a less stable return, the
@@ -560,7 +567,12 @@ print("no clip   ", "  ".join(f"{unclipped_kls[i]:.4f}" for i in (0, 4, 9, 19)))
 # while the early stop at `target_kl` ends the update anyway. Beyond that point extra epochs only
 # fit the noise in the advantages (§7.4). The table of exercise 2 shows the saturation on one batch:
 # with the clip, the KL stops growing after about ten epochs.
-#
+
+# %% tags=["solution"]
+print("clipped KL peaks after epoch", int(np.argmax(clipped_kls)) + 1, "of", len(clipped_kls))
+rl.claim("the KL stops growing after about ten epochs", int(np.argmax(clipped_kls)) + 1, low=8, high=12);
+
+# %% [markdown] tags=["solution"]
 # ### Solution to exercise 4
 #
 # Clip-higher only changes samples with a positive advantage whose ratio has passed $1+\varepsilon_{\text{low}}$;
