@@ -743,6 +743,13 @@ def test_train_ppo_and_trpo_stop_at_return_over_stop_window():
         hist = train(config, progress=False)
         assert hist["env_steps"][-1] < 4096  # it stopped early
         _stops_at_first_crossing(hist, 30.0, 3, hist["env_steps"])
+        # at the boundary (≥, not >): with the threshold set to the highest full-window mean of that run
+        # (reached in its last update, every earlier one being below 30), the same run stops at the same update
+        r = np.asarray(hist.episode_returns, dtype=float)
+        top = max(r[i - 2: i + 1].sum() / 3 for i in range(2, len(r)))  # = the library's cumsum mean, bit for bit
+        assert top >= 30.0
+        assert train(dataclasses.replace(config, stop_at_return=float(top)), progress=False)["env_steps"][-1] == \
+            hist["env_steps"][-1]
         # the window matters: over 20 episodes the same threshold is reached later (or never)
         longer = train(dataclasses.replace(config, stop_window=20), progress=False)
         assert longer["env_steps"][-1] > hist["env_steps"][-1]
@@ -1370,13 +1377,16 @@ FIELD_TESTS = {
                                "test_is_corrections.py::test_config_validates_the_correction_fields"],
     ("GRPOConfig", "sampler_temperature"): ["test_mismatched_sampler.py::test_the_reported_log_probs_are_the_samplers_distribution_at_the_drawn_tokens",
                                   "test_mismatched_sampler.py::test_config_switches_train_exactly_as_the_same_sampler_through_the_hook",
-                                  "test_mismatched_sampler.py::test_config_rejects_bad_sampler_switches_naming_the_field"],
+                                  "test_mismatched_sampler.py::test_config_rejects_bad_sampler_switches_naming_the_field",
+                                  "test_mismatch.py::test_temperature_closed_form_and_top_k"],
     ("GRPOConfig", "sampler_top_p"): ["test_mismatched_sampler.py::test_the_reported_log_probs_are_the_samplers_distribution_at_the_drawn_tokens",
                                   "test_mismatched_sampler.py::test_config_switches_train_exactly_as_the_same_sampler_through_the_hook",
-                                  "test_mismatched_sampler.py::test_config_rejects_bad_sampler_switches_naming_the_field"],
+                                  "test_mismatched_sampler.py::test_config_rejects_bad_sampler_switches_naming_the_field",
+                                  "test_mismatch.py::test_top_p_closed_form"],
     ("GRPOConfig", "sampler_top_k"): ["test_mismatched_sampler.py::test_the_reported_log_probs_are_the_samplers_distribution_at_the_drawn_tokens",
                                   "test_mismatched_sampler.py::test_at_the_defaults_the_sampler_is_the_policy",
-                                  "test_mismatched_sampler.py::test_config_rejects_bad_sampler_switches_naming_the_field"],
+                                  "test_mismatched_sampler.py::test_config_rejects_bad_sampler_switches_naming_the_field",
+                                  "test_mismatch.py::test_temperature_closed_form_and_top_k"],
     ("GRPOConfig", "sampler_precision"): ["test_mismatched_sampler.py::test_precision_rounds_the_weights_and_the_logits",
                                   "test_mismatched_sampler.py::test_config_switches_train_exactly_as_the_same_sampler_through_the_hook",
                                   "test_mismatched_sampler.py::test_config_rejects_bad_sampler_switches_naming_the_field"],

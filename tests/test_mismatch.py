@@ -25,6 +25,12 @@ def test_top_p_closed_form():
         full = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=F64)
         expect = torch.where(torch.arange(4) < kept, full, torch.zeros(4, dtype=F64))
         torch.testing.assert_close(mu, expect / expect.sum(), rtol=1e-12, atol=0)
+    # exactly at a boundary (equal logits: every probability and partial sum a power of two, exact): a set
+    # whose mass equals p reaches p, so it is the kept set, and no more
+    for p, kept in [(0.25, 1), (0.5, 2), (0.75, 3), (0.125, 1), (1.0, 4)]:
+        mu = sampler_log_probs(torch.zeros(4, dtype=F64), top_p=p).exp()
+        assert int((mu > 0).sum()) == kept, p
+        torch.testing.assert_close(mu[mu > 0], torch.full((kept,), 1 / kept, dtype=F64), rtol=0, atol=0)
 
 
 def test_temperature_closed_form_and_top_k():

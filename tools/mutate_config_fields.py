@@ -23,7 +23,11 @@ switches, added later): 12 of 12 caught by ``tests/test_entropy_switches.py``, a
 d01-d22 (``DPOConfig``, with the loss formulas of ``rlbook/preferences.py`` its fields feed) and
 m01-m09 (``RewardModelConfig``), added later: 31 of 31 caught by their targeted tests in
 ``tests/test_config_fields.py``, about 6 s each (3.2 min in all) on the 2-core machine while two
-other jobs ran. The table now holds 194 mutations.
+other jobs ran. g82-g93 (``GRPOConfig``'s ``sampler_*`` switches and ``eval_steps``) and t24-t25
+(``TRPOConfig.stop_at_return``), added later: 14 of 14 caught by their targeted tests, about 6 s each on
+the 2-core machine while a CI rehearsal ran; three (g85, g87, t25: the top-p and top-k boundaries of
+:func:`rlbook.sampler_log_probs` and the ≥ of the stop) needed a boundary case or a test of the
+closed form added to the targets first. The table now holds 208 mutations.
 """
 
 from __future__ import annotations
@@ -49,11 +53,15 @@ TPT = "tests/test_ppo_trpo_train.py"
 TRM = "tests/test_grpo_reward_model.py"
 TIC = "tests/test_is_corrections.py"
 TES = "tests/test_entropy_switches.py"
+TMS, TM, TGT = "tests/test_mismatched_sampler.py", "tests/test_mismatch.py", "tests/test_grpo_train.py"
+MS, H = "rlbook/mismatch.py", "rlbook/history.py"
 DP, RM, PREF = "rlbook/algos/dpo.py", "rlbook/lm/reward_model.py", "rlbook/preferences.py"
 
 # the broad selection of each config (--broad)
 grpo = [F, "-k", "grpo or dppo"]
 grpo_entropy = [F, TES, "-k", "grpo or dppo or entropy or cov"]  # the entropy switches' tests name no "grpo"
+# nor do the sampler switches' tests and the sampler's closed forms
+grpo_sampler = [F, TMS, TM, "-k", "grpo or dppo or mismatched_sampler or closed_form"]
 ppo = [F, "-k", "ppo or every_trainer"]
 trpo = [F, "-k", "trpo or every_trainer"]
 rein = [F, "-k", "reinforce or every_trainer"]
@@ -187,6 +195,28 @@ MUTATIONS = [
     ("g79", "GRPO", "clip_cov_ub", "ignore", G, "clip_cov_ub=config.clip_cov_ub,", "clip_cov_ub=5.0,", grpo_entropy),
     ("g80", "GRPO", "kl_cov_ratio", "ignore", G, "kl_cov_ratio=config.kl_cov_ratio,", "kl_cov_ratio=2e-3,", grpo_entropy),
     ("g81", "GRPO", "kl_cov_coef", "ignore", G, "kl_cov_coef=config.kl_cov_coef)", "kl_cov_coef=1.0)", grpo_entropy),
+    ("g82", "GRPO", "sampler_temperature", "ignore", C, "fields = dict(temperature=self.sampler_temperature,",
+     "fields = dict(temperature=None,", grpo_sampler),
+    ("g83", "GRPO", "sampler_temperature", "mis-wire (the trainer's temperature samples)", MS,
+     "tempered = _check_temperature(temperature) if self.temperature is None else self.temperature",
+     "tempered = _check_temperature(temperature)", grpo_sampler),
+    ("g84", "GRPO", "sampler_top_p", "ignore", C, "top_p=self.sampler_top_p,", "top_p=1.0,", grpo_sampler),
+    ("g85", "GRPO", "sampler_top_p", "invert (≤ at the boundary: one token too many)", MS, "keep_sorted = before < top_p",
+     "keep_sorted = before <= top_p", grpo_sampler),
+    ("g86", "GRPO", "sampler_top_k", "ignore", C, "top_k=self.sampler_top_k,", "top_k=None,", grpo_sampler),
+    ("g87", "GRPO", "sampler_top_k", "off by one (≤ drops the k-th token)", MS, "z = z.masked_fill(z < kth, -math.inf)",
+     "z = z.masked_fill(z <= kth, -math.inf)", grpo_sampler),
+    ("g88", "GRPO", "sampler_precision", "ignore", C, "precision=self.sampler_precision, lag=", "precision=None, lag=",
+     grpo_sampler),
+    ("g89", "GRPO", "sampler_precision", "the weight cast skipped", MS,
+     "        if self.precision is not None:\n            with torch.no_grad():",
+     "        if False:\n            with torch.no_grad():", grpo_sampler),
+    ("g90", "GRPO", "sampler_lag", "ignore", C, "lag=self.sampler_lag)", "lag=0)", grpo_sampler),
+    ("g91", "GRPO", "sampler_lag", "off by one (k − 1 versions back)", MS, "collections.deque(maxlen=self.lag + 1)",
+     "collections.deque(maxlen=max(self.lag, 1))", grpo_sampler),
+    ("g92", "GRPO", "eval_steps", "ignore", G, "or step in config.eval_steps)", "or False)", grpo + [TGT]),
+    ("g93", "GRPO", "eval_steps", "ignore (no evaluation without eval_every)", G,
+     "evaluating = bool(config.eval_every or config.eval_steps)", "evaluating = bool(config.eval_every)", grpo + [TGT]),
     # ---------------------------------------------------------------- PPOConfig
     ("p01", "PPO", "gamma/gae_lambda", "swap", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, cfg.gae_lambda, cfg.gamma)", ppo),
     ("p02", "PPO", "gamma", "ignore", P, "rollout.truncated, cfg.gamma, cfg.gae_lambda)", "rollout.truncated, 0.98, cfg.gae_lambda)", ppo),
@@ -262,6 +292,10 @@ MUTATIONS = [
     ("t22", "TRPO", "total_env_steps", "off by one", T, "num_updates = math.ceil(cfg.total_env_steps / batch_size)",
      "num_updates = math.ceil(cfg.total_env_steps / batch_size) + 1", trpo),
     ("t23", "TRPO", "device", "ignore", T, "device = get_device(cfg.device)", "device = get_device(None)", trpo),
+    ("t24", "TRPO", "stop_at_return", "ignore", T, "if cfg.stop_at_return is not None and hist.steps_to_threshold",
+     "if False and hist.steps_to_threshold", trpo),
+    ("t25", "TRPO", "stop_at_return", "invert (> at the boundary)", H, "            if r[i] >= threshold:",
+     "            if r[i] > threshold:", trpo),
     # ---------------------------------------------------------------- ReinforceConfig
     ("r01", "REINFORCE", "return_kind", "invert", RE, 'fn = discounted_returns if return_kind == "total" else rewards_to_go',
      'fn = discounted_returns if return_kind != "total" else rewards_to_go', rein),
@@ -396,6 +430,12 @@ TARGETS = {
     "g49": k("eval_every"), "g59": [TRM, "-k", "reward_source"], "g60": [TRM, "-k", "reward_source"],
     **{f"g{i}": [TIC, "-k", "tis_weighted_loss"] for i in (61, 62, 63, 64)}, "g65": [TIC, "-k", "config_validates"], **{f"g{i}": [TES] for i in range(70, 82)}, "g57": k("first_round_that_fills"), "g58": k("log_ref_kl"), "p31": k("train_ppo_gae"), "g50": k("seed_seeds"), "g51": k("every_trainer and grpo"),
     **{f"g{i}": k("recipes_are_the_published") for i in range(52, 57)},
+    **{f"g{i}": [TMS, "-k", "config_switches_train_exactly"] for i in (82, 84, 88, 90)},
+    "g83": [TMS, "-k", "reported_log_probs"], "g86": [TMS, "-k", "at_the_defaults"],
+    # the sampler's own tests compare with rl.sampler_log_probs, so its boundaries are pinned by its closed forms
+    "g85": [TM, "-k", "top_p_closed_form"], "g87": [TM, "-k", "closed_form_and_top_k"],
+    "g89": [TMS, "-k", "precision_rounds"], "g91": [TMS, "-k", "lag_samples"],
+    **{f"g{i}": [TGT, "-k", "eval_steps_add"] for i in (92, 93)},
     **{f"p{i:02d}": k("train_ppo_gae") for i in (1, 2, 3, 7, 9, 10, 11, 12, 13, 21, 22, 27, 28, 29)},
     **{f"p{i:02d}": k("ppo_minibatch_step_with_an_asymmetric") for i in (4, 5, 6, 8)},
     "p14": [TPT, "-k", "target_kl"], "p15": [TU, "-k", "ppo_update_zeroes"],
@@ -404,7 +444,8 @@ TARGETS = {
     "p25": [TPT, "-k", "stop_after"], "p26": [TPT, "-k", "ppo_tiny"], "p30": k("every_trainer and ppo"),
     **{f"t{i:02d}": k("train_trpo_gae") for i in (1, 2, 3, 12, 13, 14, 15, 16, 17, 19, 20, 21)},
     **{f"t{i:02d}": k("trpo_policy_update_is") for i in range(4, 12)},
-    "t18": k("stop_at_return_over"), "t22": [TPT, "-k", "trpo_tiny"], "t23": k("every_trainer and trpo"),
+    **{f"t{i}": k("stop_at_return_over") for i in (18, 24, 25)}, "t22": [TPT, "-k", "trpo_tiny"],
+    "t23": k("every_trainer and trpo"),
     **{f"r{i:02d}": k("configured_estimator") for i in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 19)},
     "r11": k("episodes_per_batch"), "r12": k("reached_not_passed or episodes_per_batch"),
     "r13": k("full_window or stop_at_return_is_the_rolling"), "r14": k("stop_at_return_is_the_rolling"), "r16": k("seed_changes or configured_estimator"),
