@@ -381,9 +381,10 @@ print(f"paired seeds needed to detect a 5,000-step difference at this spread (po
 lowest = {key: bench["variants"][key]["lowest_after_475"] for key in ("vanilla", "rtg+mean", "default", "default-n1")}
 n1 = bench["variants"]["default-n1"]["steps_to_475"]
 assert None not in n1 and None not in lowest["default-n1"], "one episode per update reached 475 on every seed"
-print(f"{'lowest rolling-20 in the next ' + format(bench['after'], ',') + ' steps':<44}"
-      + "".join(f"{v:>7.0f}" if v is not None else f"{'-':>7}" for v in lowest["default"]) + "   (default)")
-print(f"{'':<44}" + "".join(f"{v:>7.0f}" for v in lowest["default-n1"]) + "   (default-n1)")
+print(f"lowest rolling-20 return in the {bench['after']:,} env steps after the first crossing of 475")
+print(f"{'seed':<32}" + "".join(f"{k:>8}" for k in bench["seeds"]))
+for key in ("default", "default-n1"):
+    print(f"{labels[key]:<32}" + "".join(f"{v:>8.0f}" for v in lowest[key]))
 n1_vs_default = rl.compare(n1, steps_by_variant["default"], names=("default-n1", "default"))
 n1_dip = rl.compare(lowest["default-n1"], lowest["default"], names=("default-n1", "default"))
 print("env steps to 475:", n1_vs_default)
