@@ -62,6 +62,23 @@ def make_batch(policy, config, seed=0):
                 advantages=advantages, old_log_probs=old, ref_log_probs=ref)
 
 
+def assert_same_loss_and_gradient(trainer, model, batch, config):
+    """TRL's loss (``bridge.trl_loss``) and rlbook's (``bridge.rlbook_grpo_loss``) on ``batch``: equal
+    values and equal gradients (to 1e-6 in float64), the gradient not ~0. Returns TRL's loss."""
+    model.zero_grad(set_to_none=True)
+    loss_trl = bridge.trl_loss(trainer, **batch)
+    loss_trl.backward()
+    grads_trl = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    loss_rl = bridge.rlbook_grpo_loss(model, **batch, config=config)
+    grads_rl = [p.grad.clone() for p in model.parameters()]
+    assert abs(loss_rl.item() - loss_trl.item()) < 1e-6
+    worst = max((a - b).abs().max().item() for a, b in zip(grads_rl, grads_trl))
+    scale = max(a.abs().max().item() for a in grads_trl)
+    assert scale > 1e-3 and worst < 1e-6, (worst, scale)
+    return loss_trl
+
+
 @pytest.mark.parametrize("kl_coef", [0.0, 0.04])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_rlbook_loss_equals_trl_loss_and_gradient(variant, kl_coef, tmp_path):
@@ -75,18 +92,7 @@ def test_rlbook_loss_equals_trl_loss_and_gradient(variant, kl_coef, tmp_path):
     batch = make_batch(model, config)
     assert batch["completion_mask"].sum(1).unique().numel() > 1, "the batch should have completions of several lengths"
 
-    model.zero_grad(set_to_none=True)
-    loss_trl = bridge.trl_loss(trainer, **batch)
-    loss_trl.backward()
-    grads_trl = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad(set_to_none=True)
-    loss_rl = bridge.rlbook_grpo_loss(model, **batch, config=config)
-    grads_rl = [p.grad.clone() for p in model.parameters()]
-
-    assert abs(loss_rl.item() - loss_trl.item()) < 1e-6
-    worst = max((a - b).abs().max().item() for a, b in zip(grads_rl, grads_trl))
-    scale = max(a.abs().max().item() for a in grads_trl)
-    assert scale > 1e-3 and worst < 1e-6, (worst, scale)
+    assert_same_loss_and_gradient(trainer, model, batch, config)
 
 
 def test_the_clip_and_the_penalty_act_in_the_equality_batch():
@@ -204,16 +210,7 @@ def test_rlbook_loss_with_the_entropy_switches_equals_trl_loss_and_gradient(swit
         theirs = trainer.get_high_entropy_mask(entropy, batch["completion_mask"], 1 - config.top_entropy_quantile)
         assert torch.equal(ours, theirs) and 0 < ours.sum() < batch["completion_mask"].sum()
 
-    model.zero_grad(set_to_none=True)
-    loss_trl = bridge.trl_loss(trainer, **batch)
-    loss_trl.backward()
-    grads_trl = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad(set_to_none=True)
-    loss_rl = bridge.rlbook_grpo_loss(model, **batch, config=config)
-    grads_rl = [p.grad.clone() for p in model.parameters()]
-    assert abs(loss_rl.item() - loss_trl.item()) < 1e-6
-    worst = max((a - b).abs().max().item() for a, b in zip(grads_rl, grads_trl))
-    assert worst < 1e-6, worst
+    loss_trl = assert_same_loss_and_gradient(trainer, model, batch, config)
     model.zero_grad(set_to_none=True)  # the switches act: without them the loss differs
     plain = bridge.rlbook_grpo_loss(model, **batch, config=small_config(advantage_std="sample"))
     assert abs(plain.item() - loss_trl.item()) > 1e-4
