@@ -62,11 +62,16 @@ measured ratio is that work ratio; 3× would need rlbook to be 1.6× cheaper per
 own eager code, or to skip work it now does. Tried and not kept (each also changes float rounding,
 so seeded runs would no longer repeat the recorded ones): the attention written out instead of
 SDPA's CPU flash kernel (forward/backward 8.8/11.9 ms vs 8.2/11.3: no faster); ``torch.compile`` of
-the scorer (7.9/11.4 vs 9.2/12.6 ms, ~10 %, after 142 s of compilation). Not tried, and both
-would change results: not feeding the positions after EOS (~20 % of the training positions here),
-or backpropagating through the sampler's own forward when μ = 1 (no training forward; the backward
-then runs through eight one-token steps). At the book's recipe batch (``--prompts 64``, 512
-completions per step) the ratio is the same: 252 vs 503 CPU ms per step (2.0×).
+the scorer (7.9/11.4 vs 9.2/12.6 ms, ~10 %, after 142 s of compilation); backpropagating through
+the sampler's own forward when μ = 1, so that no training forward runs
+(``benchmarks/grpo_backprop_through_sampler.py``: the same gradient, but 1.17× *slower* at 1 thread
+and 1.26× at 2, because the backward then runs through eight one-token graphs over caches grown by
+concatenation). Not tried: not feeding the positions after EOS. About 19 % of the completion
+positions are padding, but every measured batch has a completion at the 8-token cap, so trimming
+saves nothing; packing rows of different lengths would save at most that 19 % of the forward and
+backward (~3 of 31 ms per step), which leaves the ratio near 2.0×. At the book's recipe batch
+(``--prompts 64``, 512 completions per step) the ratio is the same: 252 vs 503 CPU ms per step
+(2.0×).
 
 Two threads: with other processes running on the 2 cores, each torch operation waits for both of
 its threads to be scheduled, and both sides slow down 10× and more; the ratio then says little (it
