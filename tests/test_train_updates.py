@@ -139,7 +139,7 @@ def test_ppo_minibatch_step_returns_detached_metrics_evaluated_before_the_step()
     cfg = _ppo_cfg()
     model = _actor_critic()
     mb = _minibatch(model)
-    loss, policy_loss, value_loss = (float(x) for x in _ppo_loss_by_hand(copy.deepcopy(model), mb, cfg)[:3])
+    loss, policy_loss, value_loss = (float(x.detach()) for x in _ppo_loss_by_hand(copy.deepcopy(model), mb, cfg)[:3])
     out = ppo_minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.1), mb, cfg)
     assert all(v.dim() == 0 and not v.requires_grad for v in out.values())
     assert (float(out["loss"]), float(out["policy_loss"]), float(out["value_loss"])) == \
