@@ -48,11 +48,12 @@ N, G, T = 8, 8, 8  # prompts, completions per prompt, max new tokens
 
 
 def setup(seed: int = 0):
-    """The model, the prompts (N, P) and the EOS id."""
+    """The throughput benchmark's model (eval mode), N addition prompts (N, P) and the EOS id."""
+    import grpo_throughput
     import rlbook as rl
 
-    task, tok = rl.lm.AdditionTask(), rl.lm.build_char_tokenizer()
-    policy = rl.lm.build_policy(rl.lm.policy_config(tok, size="small"), seed=seed, device="cpu").eval()
+    task, tok, policy = grpo_throughput.setup(seed)
+    policy.eval()
     rng = torch.Generator().manual_seed(seed)
     pairs = torch.randint(10, 100, (N, 2), generator=rng).tolist()
     ids, _ = rl.lm.encode_prompts(tok, [task.prompt_for(a, b) for a, b in pairs])
@@ -61,7 +62,9 @@ def setup(seed: int = 0):
 
 def surrogate(log_probs, mask, advantages):
     """−A·log π averaged over the completion tokens: the clipped surrogate's value and gradient at ratio 1."""
-    return -(advantages * log_probs * mask).sum() / mask.sum()
+    from rlbook.aggregation import token_mean
+
+    return token_mean(-advantages * log_probs, mask)
 
 
 def sample_then_score(policy, ids, eos, generator, advantages):
