@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import torch
 
-__all__ = ["SIZES", "get_size", "by_size", "get_device", "runs_dir", "benchmark_results"]
+__all__ = ["SIZES", "get_size", "by_size", "get_device", "same_device", "runs_dir", "benchmark_results"]
 
 SIZES = ("small", "full")
 T = TypeVar("T")
@@ -43,11 +43,58 @@ def by_size(small: T, full: T, size: str | None = None) -> T:
     return small if get_size(size) == "small" else full
 
 
+DEVICE_ENV = "RLBOOK_DEVICE"
+DEVICE_CHOICES = ("cpu", "cuda", "cuda:N")
+
+
 def get_device(device: str | torch.device | None = None) -> torch.device:
-    """Return ``device`` if given, else CUDA when available, else CPU."""
+    """Return the device the book computes on.
+
+    Order of precedence:
+        1. ``device``, when given (a string or a :class:`torch.device`), taken as it is;
+        2. else ``$RLBOOK_DEVICE``: ``cpu``, ``cuda`` or ``cuda:N`` (case and spaces ignored; an
+           empty value counts as unset); a reader with a GPU sets ``RLBOOK_DEVICE=cpu`` to
+           reproduce the stored outputs, which were made on a CPU;
+        3. else CUDA when available, else CPU.
+
+    Raises:
+        ValueError: ``$RLBOOK_DEVICE`` is not one of ``cpu``, ``cuda``, ``cuda:N``; or it asks for
+            CUDA (or a CUDA index) that this machine does not have.
+    """
     if device is not None:
         return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    value = os.environ.get(DEVICE_ENV, "").strip().lower()
+    if not value:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    kind, _, index = value.partition(":")
+    if value == "cpu" or (kind == "cuda" and (value == "cuda" or index.isdigit())):
+        chosen = torch.device(value)
+    else:
+        raise ValueError(f"${DEVICE_ENV} must be one of {DEVICE_CHOICES} (N a GPU index); got {value!r}")
+    if chosen.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"${DEVICE_ENV}={value!r} asks for CUDA, but torch.cuda.is_available() is False on "
+                             f"this machine (torch {torch.__version__}); unset it or set {DEVICE_ENV}=cpu")
+        if chosen.index is not None and chosen.index >= torch.cuda.device_count():
+            raise ValueError(f"${DEVICE_ENV}={value!r} asks for GPU {chosen.index}, but this machine has "
+                             f"{torch.cuda.device_count()} (indices 0 to {torch.cuda.device_count() - 1})")
+    return chosen
+
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """True when ``a`` and ``b`` name the same device: ``cuda`` (no index) is the current CUDA device,
+    so ``same_device("cuda", "cuda:0")`` is True while GPU 0 is current (``torch.device("cuda") !=
+    torch.device("cuda:0")`` in torch). Types compare first; CUDA is not initialised for CPU devices.
+    """
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.index == b.index:
+        return True
+    if a.type != "cuda":
+        return False
+    current = torch.cuda.current_device()
+    return (current if a.index is None else a.index) == (current if b.index is None else b.index)
 
 
 BENCHMARK_RESULTS = Path(__file__).resolve().parent / "data"

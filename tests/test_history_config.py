@@ -49,6 +49,55 @@ def test_size_switch(monkeypatch):
     assert rl.get_device("cpu").type == "cpu"
 
 
+def test_device_switch_precedence(monkeypatch):
+    """Explicit argument > $RLBOOK_DEVICE > CUDA when available > CPU."""
+    monkeypatch.delenv("RLBOOK_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert rl.get_device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert rl.get_device() == torch.device("cuda")  # auto-detection when the variable is unset ...
+    for unset in ("", "  "):
+        monkeypatch.setenv("RLBOOK_DEVICE", unset)
+        assert rl.get_device() == torch.device("cuda")  # ... or empty
+    monkeypatch.setenv("RLBOOK_DEVICE", " CPU ")
+    assert rl.get_device() == torch.device("cpu")  # the variable beats auto-detection
+    assert rl.get_device("meta") == torch.device("meta")  # and the explicit argument beats the variable
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("RLBOOK_DEVICE", "cuda")
+    assert rl.get_device() == torch.device("cuda")
+    monkeypatch.setenv("RLBOOK_DEVICE", "cuda:1")
+    assert rl.get_device() == torch.device("cuda", 1)
+
+
+@pytest.mark.parametrize("bad", ["gpu", "cuda:", "cuda:x", "cuda:-1", "mps", "cpu:0", "tpu"])
+def test_device_switch_rejects_bad_values(monkeypatch, bad):
+    monkeypatch.setenv("RLBOOK_DEVICE", bad)
+    with pytest.raises(ValueError, match=r"RLBOOK_DEVICE.*'cpu', 'cuda', 'cuda:N'"):
+        rl.get_device()
+    assert rl.get_device("cpu") == torch.device("cpu")  # an explicit device never reads the variable
+
+
+def test_device_switch_cuda_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for value in ("cuda", "cuda:0"):
+        monkeypatch.setenv("RLBOOK_DEVICE", value)
+        with pytest.raises(ValueError, match="RLBOOK_DEVICE.*CUDA.*is_available"):
+            rl.get_device()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("RLBOOK_DEVICE", "cuda:1")
+    with pytest.raises(ValueError, match="GPU 1.*has 1"):
+        rl.get_device()
+
+
+def test_same_device_normalises_the_cuda_index(monkeypatch):
+    assert rl.same_device("cpu", torch.device("cpu")) and not rl.same_device("cpu", "cuda:0")
+    assert not rl.same_device("meta", "cpu")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # no CUDA needed to compare names
+    assert rl.same_device("cuda", "cuda:0") and rl.same_device(torch.device("cuda:0"), "cuda")
+    assert not rl.same_device("cuda", "cuda:1") and rl.same_device("cuda:1", "cuda:1")
+
+
 def test_seed_everything_reproducible_and_validated():
     g = rl.seed_everything(3)
     a = torch.rand(3), np.random.rand(), torch.rand(2, generator=g)
