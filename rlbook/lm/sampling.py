@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from rlbook import _checks
+from rlbook.config import same_device
 from rlbook.lm import gpt2_fast
 from rlbook.lm.logprobs import cache_kwarg, output_cache, padding_kwargs, position_ids_from_mask
 
@@ -89,7 +90,7 @@ def _sample_next(logits, forbidden, temperature, generator, greedy, logits_proce
     else:
         log_p = torch.log_softmax(logits / temperature, dim=-1)
         probs = log_p.exp()
-        if generator is not None and generator.device != probs.device:
+        if generator is not None and not same_device(generator.device, probs.device):  # a CPU generator, CUDA logits
             tokens = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(probs.device)
         else:
             tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
