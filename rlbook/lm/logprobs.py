@@ -154,7 +154,8 @@ def completion_log_probs(
             the model as EOS, never as the pad id). None = every token counts.
         with_entropy: also return the per-token entropy of the policy.
     Returns:
-        log_probs (B, T) float32, and entropy (B, T) float32 when ``with_entropy``.
+        log_probs (B, T) float32, and entropy (B, T) float32 when ``with_entropy``, on the model's
+        device (ids and masks on another device are moved there first).
     Gradient:
         through the model's parameters (run under ``torch.no_grad()`` for old/reference models).
     Raises:
@@ -186,7 +187,8 @@ def _completion_outputs(model, prompt_ids, completion_ids, prompt_mask=None, com
     when the model allows it. Shared by the log-prob scorer and :func:`rlbook.lm.critic_values`.
 
     Returns:
-        ``(outputs, completion_ids, completion_mask)``: the ids as fed, the mask checked (or None).
+        ``(outputs, completion_ids, completion_mask)``: the ids as fed, the mask checked (or None),
+        all on the model's device (the ids and masks are moved there when they are elsewhere).
     Raises:
         ValueError: as :func:`completion_log_probs`.
     """
@@ -201,6 +203,9 @@ def _completion_outputs(model, prompt_ids, completion_ids, prompt_mask=None, com
         )
     if completion_ids.shape[1] == 0:
         raise ValueError("`completion_ids` is empty (T = 0); nothing to score")
+    device = next((p.device for p in model.parameters()), None) if hasattr(model, "parameters") else None
+    if device is not None:  # the ids meet the model's embedding: move them there once (no copy when already there)
+        prompt_ids, completion_ids = prompt_ids.to(device), completion_ids.to(device)
     if prompt_mask is not None:
         prompt_mask = _checks.check_bool_like("prompt_mask", prompt_mask, prompt_ids.shape).to(prompt_ids.device)
         if bool(prompt_mask.all()):

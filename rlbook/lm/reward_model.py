@@ -64,7 +64,8 @@ def sequence_rewards(reward_model, input_ids, attention_mask) -> torch.Tensor:
         reward_model: a model from :func:`build_reward_model`.
         input_ids: (N, L) long. attention_mask: (N, L) bool, at least one True per row.
     Returns:
-        (N,) rewards, float32 (float64 for a float64 model), logit units of Bradley–Terry.
+        (N,) rewards, float32 (float64 for a float64 model), logit units of Bradley–Terry, on the
+        reward model's device (ids and mask elsewhere are moved there first).
     Gradient:
         through the reward model's parameters.
     Raises:
@@ -75,6 +76,7 @@ def sequence_rewards(reward_model, input_ids, attention_mask) -> torch.Tensor:
         raise ValueError("`reward_model` must come from build_reward_model (an lm_head with one output)")
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
         raise ValueError("`input_ids` must be a 2-D tensor (N, L) of token ids")
+    input_ids = input_ids.to(reward_model.lm_head.weight.device)  # the ids meet the model's embedding: move them once
     mask = _checks.check_bool_like("attention_mask", attention_mask, input_ids.shape).to(input_ids.device)
     if not mask.any(-1).all():
         raise ValueError("`attention_mask` has a row with no real token")
