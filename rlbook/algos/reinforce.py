@@ -170,12 +170,16 @@ def episode_gradients(policy: nn.Module, batch: EpisodeBatch, weights: torch.Ten
         batch: N episodes.
         weights: (N, T) weights (w_t − b_t); ``None`` gives the plain score Σ_t ∇ log π.
     Returns:
-        (N, P) tensor, P = number of policy parameters, in ``named_parameters`` order. Computed
-        with ``torch.func`` (vmap of grad); the policy's own ``.grad`` fields are untouched.
+        (N, P) tensor, P = number of policy parameters, in ``named_parameters`` order, on the
+        device of ``batch`` (computed on the policy's device: the batch and weights move there
+        once). Computed with ``torch.func`` (vmap of grad); the policy's own ``.grad`` fields are
+        untouched.
     Source: the single-episode score-function estimator, book eq. (2.5) / (3.4).
     """
     params = {k: v.detach() for k, v in policy.named_parameters()}
+    out_device, device = batch.obs.device, next(iter(params.values())).device
     w = torch.ones_like(batch.rewards) if weights is None else weights.detach()
+    batch, w = batch.to(device), w.to(device)  # no copy when already there (the CPU book)
 
     def episode_objective(p, obs, actions, mask, wt):
         logits = functional_call(policy, p, (obs,))
@@ -185,7 +189,7 @@ def episode_gradients(policy: nn.Module, batch: EpisodeBatch, weights: torch.Ten
     grads = vmap(grad(episode_objective), in_dims=(None, 0, 0, 0, 0))(
         params, batch.obs, batch.actions, batch.mask.float(), w
     )
-    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1)
+    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1).to(out_device)
 
 
 def baseline_values(
@@ -208,7 +212,8 @@ def baseline_values(
         kind: ``"none" | "mean" | "optimal" | "value"``.
         weights: (N, T) weights w_t; batch: the episodes they belong to.
     Returns:
-        (N, T) baseline values, no gradient.
+        (N, T) baseline values, no gradient, on the device of ``weights`` (``policy`` and
+        ``value_fn`` may live elsewhere: their outputs move there).
 
     Raises:
         ValueError: unknown ``kind``, or the module it needs is missing.
@@ -229,7 +234,8 @@ def baseline_values(
         if value_fn is None:
             raise ValueError("`value_fn` is required for the value baseline")
         with torch.no_grad():
-            return value_fn(batch.obs).squeeze(-1) * batch.mask
+            values = value_fn(batch.obs.to(next(value_fn.parameters()).device)).squeeze(-1)
+            return values.to(weights.device) * batch.mask.to(weights.device)
     raise ValueError(f"`kind` must be one of {BASELINES}; got {kind!r}")
 
 
@@ -271,7 +277,7 @@ def gradient_variance(
 def _fit_value(value_fn: nn.Module, opt: torch.optim.Optimizer, batch: EpisodeBatch, targets: torch.Tensor, epochs: int) -> float:
     """Regress V_φ(s_t) on the targets over the valid steps (full batch, ``epochs`` Adam steps)."""
     obs, tgt = batch.obs[batch.mask], targets[batch.mask]
-    loss = torch.zeros(())
+    loss = torch.zeros((), device=obs.device)
     for _ in range(epochs):
         loss = 0.5 * (value_fn(obs).squeeze(-1) - tgt).pow(2).mean()
         opt.zero_grad()
@@ -296,14 +302,15 @@ def fit_value_function(
         epochs: Adam steps (≥ 1); lr: learning rate; hidden_sizes: MLP widths (tanh).
         seed: seeds the network initialisation.
     Returns:
-        A module mapping observations (..., 4) to values (..., 1).
+        A module mapping observations (..., 4) to values (..., 1), on the device of ``batch``
+        (initialised on the CPU from ``seed``, then moved, so the same seed gives the same start).
     Raises:
         ValueError: ``gamma`` outside [0, 1] or ``epochs`` < 1.
     """
     _checks.check_in_range("gamma", gamma, 0.0, 1.0)
     _checks.check_positive("epochs", epochs)
     torch.manual_seed(seed)
-    value_fn = mlp((batch.obs.shape[-1], *hidden_sizes, 1))
+    value_fn = mlp((batch.obs.shape[-1], *hidden_sizes, 1)).to(batch.obs.device)
     targets = rewards_to_go(batch.rewards, gamma, terminated=batch.terminated, truncated=batch.truncated)
     _fit_value(value_fn, torch.optim.Adam(value_fn.parameters(), lr=lr), batch, targets, int(epochs))
     return value_fn
