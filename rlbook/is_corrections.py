@@ -157,8 +157,8 @@ def importance_correction(trainer_old_log_probs, sampler_log_probs, response_mas
     else:
         weights, kept, over = m.clone(), mask.clone(), torch.zeros_like(mask)
     count = mask.sum()
-    share = (lambda b: (b & mask).sum().to(log_rho.dtype) / count) if count else (lambda b: torch.zeros((), dtype=log_rho.dtype))
-    nan = torch.tensor(float("nan"), dtype=log_rho.dtype)
+    share = (lambda b: (b & mask).sum().to(log_rho.dtype) / count) if count else (lambda b: log_rho.new_zeros(()))
+    nan = log_rho.new_full((), float("nan"))
     stats = {
         "log_ratio_mean": log_rho[mask].mean() if count else nan,
         "log_ratio_abs_max": log_rho[mask].abs().max() if count else nan,

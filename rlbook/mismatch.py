@@ -277,7 +277,7 @@ def _token_weights(log_pi: torch.Tensor, log_mu: torch.Tensor, correction: str, 
     if correction in ("none", "is"):
         return (torch.ones_like(ratio) if correction == "none" else ratio), torch.zeros_like(ratio, dtype=torch.bool)
     mode = {"tis": "token_truncate", "mis": "token_mask"}[correction]
-    weights, kept, _ = importance_correction(log_pi[None], log_mu[None], torch.ones(1, len(log_pi), dtype=torch.bool),
+    weights, kept, _ = importance_correction(log_pi[None], log_mu[None], torch.ones(1, len(log_pi), dtype=torch.bool, device=log_pi.device),
                                              mode, cap)
     return weights[0], (ratio > cap) if correction == "tis" else ~kept[0]
 
@@ -346,7 +346,7 @@ def off_policy_gradient_moments(trainer_probs, sampler_probs, advantages, correc
         raise ValueError(f"`n` must be an integer ≥ 1; got {n!r}")
     k = pi.shape[0]
     if scores is None:
-        s = torch.eye(k, dtype=torch.float64) - pi
+        s = torch.eye(k, dtype=torch.float64, device=pi.device) - pi
     else:
         s = _checks.as_float_tensor("scores", scores, dtype=torch.float64)
         if s.dim() != 2 or s.shape[0] != k:

@@ -271,7 +271,7 @@ def grpo_step(policy, ref_policy, optimizer, tokenizer, task, config: GRPOConfig
                                                   completion_mask=mask[rows], with_entropy=True, **scoring)
             ref = None if ref_log_probs is None else ref_log_probs[rows]
             if epoch == 0:
-                kl.append(torch.zeros(()) if ref is None else masked_mean(kl_k3(log_probs.detach(), ref), mask[rows]))
+                kl.append(log_probs.new_zeros(()) if ref is None else masked_mean(kl_k3(log_probs.detach(), ref), mask[rows]))
                 entropy.append(masked_mean(ent.detach(), mask[rows]))
                 entropy_sum += (ent.detach().double() * mask[rows]).sum(dim=0).cpu()
                 entropy_count += mask[rows].sum(dim=0).cpu()
@@ -380,7 +380,7 @@ def _update_metrics(last: list) -> dict:
     clipped = torch.cat([(meta.get("clipped", meta.get("weight_clipped")) & m).flatten() for meta, m in last])
     ratio = torch.cat([meta["ratio"][m] for meta, m in last])
     count = torch.cat([m.flatten() for _, m in last]).sum().clamp(min=1)
-    out = {"clip_fraction": clipped.sum() / count, "ratio_std": ratio.std() if ratio.numel() > 1 else torch.zeros(())}
+    out = {"clip_fraction": clipped.sum() / count, "ratio_std": ratio.std() if ratio.numel() > 1 else ratio.new_zeros(())}
     for name, key in _ENTROPY_METRICS.items():  # shares of the loss tokens (last pass), when the switch is on
         if key in last[0][0]:
             out[name] = torch.stack([(meta[key] & m).sum() for meta, m in last]).sum() / count
