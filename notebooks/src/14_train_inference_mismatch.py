@@ -135,8 +135,8 @@ for name, (switches, lag) in SOURCES.items():
     m = out.completion_mask
     token_stats[name] = rl.log_ratio_stats(trainer, out.log_probs, weights=m, quantiles=(0.01, 0.5, 0.99), cap=2.0)
     sequence_log_ratio = ((trainer - out.log_probs) * m).sum(dim=1)
-    token_stats[name]["sequence_q"] = np.quantile(sequence_log_ratio.numpy(), [0.01, 0.99])
-    scatter[name] = (trainer[m].exp().numpy(), (trainer - out.log_probs)[m].numpy())
+    token_stats[name]["sequence_q"] = np.quantile(sequence_log_ratio.cpu().numpy(), [0.01, 0.99])
+    scatter[name] = (trainer[m].exp().cpu().numpy(), (trainer - out.log_probs)[m].cpu().numpy())
 print(f"{'sampler':<11}{'KL(μ‖π) k3':>12}{'mean log ρ':>12}{'1 %':>9}{'99 %':>9}{'ρ outside [½, 2]':>18}{'seq. log ρ 1 % / 99 %':>24}")
 for name, s in token_stats.items():
     q = s["quantiles"]
@@ -250,7 +250,7 @@ bias_prompts = task.held_out_problems(rl.by_size(small=16, full=64))
 def answer_logits(model, prompt):
     """(1000, 4, V) float64 logits at each answer position (forbidden ids at −inf, as the sampler sees them)."""
     ids, _ = rl.lm.encode_prompts(tok, [prompt])
-    z = model(input_ids=torch.cat([ids.repeat(1000, 1), ANSWER_IDS], 1)).logits[:, ids.shape[1] - 1:-1].double()
+    z = model(input_ids=torch.cat([ids.repeat(1000, 1), ANSWER_IDS], 1).to(device)).logits[:, ids.shape[1] - 1:-1].double().cpu()
     z[..., FORBIDDEN] = -torch.inf
     return z
 
