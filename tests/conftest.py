@@ -12,6 +12,33 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device", default=None,
+        help="device the library and LM tests run on: cpu (the default, unless $RLBOOK_DEVICE is set), cuda "
+             "or cuda:N; sets $RLBOOK_DEVICE for the run, so rl.get_device() and the `device` fixture return it")
+
+
+def pytest_configure(config):
+    """Set $RLBOOK_DEVICE before any test module is imported (module-level models use rl.get_device())."""
+    value = config.getoption("--device") or os.environ.get("RLBOOK_DEVICE") or "cpu"
+    os.environ["RLBOOK_DEVICE"] = value
+    import rlbook as rl
+
+    try:
+        rl.get_device()  # a bad value or a missing GPU stops the run here, with the reason
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+@pytest.fixture
+def device():
+    """The torch.device the run tests on (``--device``; CPU by default)."""
+    import rlbook as rl
+
+    return rl.get_device()
+
+
 @pytest.fixture
 def one_thread():
     """Run a test with one torch thread (bit-for-bit reproducible training numbers), then restore."""
