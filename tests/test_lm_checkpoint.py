@@ -19,8 +19,9 @@ X = torch.tensor([[1, 4, 11, 14, 8, 6, 15, 4, 8]])
 
 
 def logits_of(model):
+    """The model's logits on X, on the model's own device (the models compared share one: ``device``)."""
     with torch.no_grad():
-        return model(input_ids=X).logits
+        return model(input_ids=X.to(model.device)).logits
 
 
 def test_policy_config_has_no_dropout_and_sizes():
@@ -41,23 +42,24 @@ def test_build_policy_is_seeded_and_refuses_dropout():
         build_policy({"n_layer": 1})
 
 
-def test_checkpoint_round_trip_and_load_policy_from_path(tmp_path):
-    model = build_policy(TINY, seed=3)
+def test_checkpoint_round_trip_and_load_policy_from_path(tmp_path, device):
+    model = build_policy(TINY, seed=3, device=device)
     path = ckpt.save_checkpoint(model, TOK, tmp_path / "ck", metadata={"step": 7})
-    again, tok, meta = ckpt.load_checkpoint(path, device="cpu")
+    again, tok, meta = ckpt.load_checkpoint(path, device=device)
+    assert again.device == model.device
     torch.testing.assert_close(logits_of(again), logits_of(model))
     assert meta == {"step": 7} and tok("07+42=").input_ids == TOK("07+42=").input_ids
-    plain = load_policy(str(path), device="cpu")  # any local causal-LM folder, no download
+    plain = load_policy(str(path), device=device)  # any local causal-LM folder, no download
     torch.testing.assert_close(logits_of(plain), logits_of(model))
     assert not plain.training
     with pytest.raises(ValueError, match="config_or_path"):
         load_policy(tmp_path / "missing")
 
 
-def test_torn_write_leaves_the_old_checkpoint_intact(tmp_path, monkeypatch):
-    old = build_policy(TINY, seed=4)
+def test_torn_write_leaves_the_old_checkpoint_intact(tmp_path, monkeypatch, device):
+    old = build_policy(TINY, seed=4, device=device)
     path = ckpt.save_checkpoint(old, TOK, tmp_path / "ck", metadata={"version": 1})
-    new = build_policy(TINY, seed=5)
+    new = build_policy(TINY, seed=5, device=device)
     real_save = type(new).save_pretrained
 
     def crash_midway(self, folder, *args, **kwargs):
@@ -68,12 +70,12 @@ def test_torn_write_leaves_the_old_checkpoint_intact(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         ckpt.save_checkpoint(new, TOK, path, metadata={"version": 2})
     monkeypatch.undo()
-    model, _, meta = ckpt.load_checkpoint(path, device="cpu")
+    model, _, meta = ckpt.load_checkpoint(path, device=device)
     assert meta == {"version": 1}
     torch.testing.assert_close(logits_of(model), logits_of(old))
     assert os.listdir(tmp_path) == ["ck"]  # no temporary folder left behind
     ckpt.save_checkpoint(new, TOK, path, metadata={"version": 2})  # a clean save replaces it
-    model, _, meta = ckpt.load_checkpoint(path, device="cpu")
+    model, _, meta = ckpt.load_checkpoint(path, device=device)
     assert meta == {"version": 2} and sorted(os.listdir(tmp_path)) == ["ck"]
     torch.testing.assert_close(logits_of(model), logits_of(new))
 

@@ -7,6 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import rlbook as rl
 from rlbook import reference
 from rlbook.lm.logprobs import completion_log_probs, position_ids_from_mask, token_log_probs
 from rlbook.lm.model import build_policy, policy_config
@@ -18,11 +19,11 @@ FORBIDDEN = forbidden_token_ids(TOK)
 
 
 def tiny_policy(seed=0):
-    return build_policy(policy_config(TOK, n_layer=1, n_embd=32, n_head=2), seed=seed, device="cpu")
+    return build_policy(policy_config(TOK, n_layer=1, n_embd=32, n_head=2), seed=seed, device=rl.get_device())
 
 
 POLICY = tiny_policy()
-PROMPTS, PROMPT_MASK = encode_prompts(TOK, ["07+42=", "99+01=", "12+34="])
+PROMPTS, PROMPT_MASK = (t.to(POLICY.device) for t in encode_prompts(TOK, ["07+42=", "99+01=", "12+34="]))
 
 
 def sample(model=POLICY, seed=0, **kw):
@@ -202,9 +203,9 @@ def forward_path(request, monkeypatch):
 def test_gpt2_forward_matches_the_models_forward():
     from rlbook.lm.gpt2_fast import gpt2_forward, supported
 
-    policy = build_policy(policy_config(TOK, n_layer=2, n_embd=32, n_head=4), seed=3, device="cpu")
-    ids = torch.randint(0, len(TOK), (5, 9), generator=torch.Generator().manual_seed(0))
-    mine = gpt2_forward(policy, ids, torch.arange(9), lambda layer, k, v: (k, v), is_causal=True)
+    policy = build_policy(policy_config(TOK, n_layer=2, n_embd=32, n_head=4), seed=3, device=rl.get_device())
+    ids = torch.randint(0, len(TOK), (5, 9), generator=torch.Generator().manual_seed(0)).to(policy.device)
+    mine = gpt2_forward(policy, ids, torch.arange(9, device=policy.device), lambda layer, k, v: (k, v), is_causal=True)
     torch.testing.assert_close(mine, policy(input_ids=ids).logits, atol=1e-5, rtol=0)
     assert supported(policy)
     assert not supported(policy.train()) and not supported(policy.transformer)
@@ -330,7 +331,7 @@ def test_a_model_that_drops_its_cache_is_refused_not_sampled_wrongly():
 def test_one_token_completions_score_like_the_prompts_last_logits(forward_path):
     # T = 1: the shared-prefix path returns the prompts' last logits, repeated G times
     G = 3
-    completions = torch.randint(4, len(TOK), (3 * G, 1), generator=torch.Generator().manual_seed(4))
+    completions = torch.randint(4, len(TOK), (3 * G, 1), generator=torch.Generator().manual_seed(4)).to(POLICY.device)
     lp = completion_log_probs(POLICY, PROMPTS, completions, PROMPT_MASK)
     with torch.no_grad():
         last = torch.log_softmax(POLICY(input_ids=PROMPTS).logits[:, -1].float(), -1).repeat_interleave(G, 0)
@@ -352,7 +353,7 @@ def test_fp32_lm_head_keeps_a_float32_models_logits_and_returns_the_model():
     from rlbook.lm.critic import fp32_lm_head
 
     model = tiny_policy()
-    ids = torch.tensor([[5, 6, 7, 8]])
+    ids = torch.tensor([[5, 6, 7, 8]], device=model.device)
     with torch.no_grad():
         before = model(input_ids=ids).logits
         assert fp32_lm_head(model) is model and fp32_lm_head(model) is model  # idempotent

@@ -199,7 +199,7 @@ def test_proxy_rewards_match_the_reward_models_pair_layout(task, tok, tiny_polic
     batch = rl.lm.encode_preference_pairs(tok, prompts, responses, responses)
     with torch.no_grad():
         want = rl.lm.sequence_rewards(rm, batch["input_ids"], batch["attention_mask"])[:3]
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.numpy(), want.cpu().numpy(), rtol=1e-5, atol=1e-6)  # got is on the CPU
     truncated = proxy_rewards(rm, tok, prompts[:1], ["072"])
     assert truncated.item() != pytest.approx(got[0].item())  # without EOS: scored at the last digit
     with pytest.raises(ValueError, match="same length"):
@@ -231,7 +231,7 @@ def test_grpo_on_the_proxy_raises_the_proxy_reward(task, tok):
     rm = rl.lm.build_reward_model(policy, init_std=1.0, seed=0).requires_grad_(False)
     proxy = ProxyRewardTask(task, rm, tok)
     config = rl.GRPOConfig(prompts_per_step=16, group_size=4, num_steps=12, max_new_tokens=3, lr=3e-3, seed=0,
-                           log_ref_kl=False, device="cpu")
+                           log_ref_kl=False, device=str(rl.get_device()))
     history = rl.train_grpo(policy, tok, proxy, config, progress=False)
     rewards = np.asarray(history["reward"])
     assert rewards[-3:].mean() > rewards[:3].mean() + 0.5
