@@ -212,3 +212,27 @@ def test_cartpole_reinforce_lowest_after_takes_the_stretch_from_the_crossing_to_
     assert lowest_after(Hist(), 200, after=100) == 476.0  # at 200 and 300
     assert lowest_after(Hist(), 200, after=0) == 480.0  # the crossing episode alone
     assert lowest_after(Hist(), 500, after=10_000) == 5.0  # to the end of the run
+
+
+def test_reward_model_noise_keeps_ten_paired_seeds_of_every_condition():
+    """Chapter 12 compares T = 3 with T = 0 and 1,600 with 25 comparisons from this record: one accuracy per seed
+    and condition, each a share of the held-out pairs (never at 0 or 1, where a comparison could not move)."""
+    saved = rl.benchmark_results("reward_model_noise")
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds) and saved["command"].startswith("python benchmarks/reward_model_noise.py")
+    assert sorted(saved["accuracy"]) == sorted(f"N={n},T={t:g}" for n in saved["sizes"] for t in saved["temperatures"])
+    for values in saved["accuracy"].values():
+        assert len(values) == len(seeds) and all(0 < v < 1 for v in values)
+
+
+def test_precision_mismatch_ratios_follow_from_the_per_precision_values():
+    """Chapter 14 takes its precision claims' tolerances from this record: per seed the fp16/bf16 ratio of each
+    statistic is the ratio of the stored values, and every value is positive (a zero would make the ratio vacuous)."""
+    saved = rl.benchmark_results("precision_mismatch")
+    runs, seeds = saved["runs"], saved["seeds"]
+    assert len(seeds) >= 10 and saved["command"].startswith("python benchmarks/precision_mismatch.py")
+    for key in ("largest", "mean_abs", "range_1_99"):
+        for precision in ("bf16", "fp16"):
+            assert len(runs[precision][key]) == len(seeds) and min(runs[precision][key]) > 0
+        ratio = [f / b for f, b in zip(runs["fp16"][key], runs["bf16"][key])]
+        assert runs["ratio"][key] == pytest.approx(ratio, rel=1e-12)
