@@ -688,7 +688,11 @@ def dpo_population_minimise(ref_probs, rewards, beta, sampling_probs=None, max_i
     The loss is Σ W_{yy'}·softplus(−(r̂_y − r̂_{y'})) with W_{yy'} = μ(y)μ(y')σ(r_y − r_{y'}) and
     r̂ = β(θ − log π_ref) up to a constant, so its Hessian in θ is the graph Laplacian
     β²·(diag(A·1) − A), A = S + Sᵀ, S = W·σ(D)σ(−D), D_{yy'} = r̂_y − r̂_{y'} (constant shifts of θ
-    are its null space: the step is the least-squares solution). The gradient is autograd's.
+    are its null space: the step is the minimum-norm solution, through the pseudo-inverse of the symmetric
+    Hessian by its eigendecomposition, which is continuous in the matrix; a rank-revealing QR (LAPACK's gelsy,
+    ``torch.linalg.lstsq``'s CPU default) can decide the rank of this singular matrix differently with the
+    LAPACK build and thread count, and with it the step: a test of this function failed once in three runs on
+    one machine). The gradient is autograd's.
     Starts at θ = log π_ref; float64; stops when max |∇| < 1e-14 or after ``max_iter`` steps.
     Returns ``(probs (K,), iterations, max |gradient|)``."""
     from rlbook.kl_regularised import dpo_population_loss
@@ -711,5 +715,5 @@ def dpo_population_minimise(ref_probs, rewards, beta, sampling_probs=None, max_i
         s = weight * torch.sigmoid(d) * torch.sigmoid(-d)
         a = s + s.T
         hessian = beta ** 2 * (torch.diag(a.sum(1)) - a)
-        theta = theta - torch.linalg.lstsq(hessian, grad[:, None]).solution[:, 0]
+        theta = theta - torch.linalg.pinv(hessian, hermitian=True) @ grad
     return torch.softmax(theta, -1), step, grad_max
