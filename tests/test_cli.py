@@ -60,6 +60,27 @@ def test_run_failure_exits_nonzero_and_shows_error(book, capsys):
     assert "FAILED" in captured.out and "learning broke: 12 < 475" in captured.err
 
 
+def test_a_chapter_whose_kernel_stops_answering_runs_again_once(book, capsys):
+    """A cell past its timeout (a kernel that never replies) fails the run and is retried once from the start;
+    the second run of this chapter finds the marker file the first left and finishes at once."""
+    _write(book / "notebooks" / "03_stalls.ipynb",
+           "import pathlib, time\nmarker = pathlib.Path('stalled_once')\n"
+           "if not marker.exists():\n    marker.touch()\n    time.sleep(60)\nprint('second run done')")
+    chapter = next(c for c in chapters.list_chapters() if c.number == "03")
+    row = cli.run_chapter(chapter, book / "out", "small", timeout=5)
+    assert row["status"] == "ok" and "exception" not in row
+    assert "running it again" in capsys.readouterr().err
+    row = cli.run_chapter(chapter, book / "out", "small", timeout=5, attempts=1)  # the marker is there now: no stall
+    assert row["status"] == "ok"
+
+
+def test_a_failing_cell_is_not_run_again(book, capsys):
+    chapter = next(c for c in chapters.list_chapters() if c.number == "02")
+    row = cli.run_chapter(chapter, book / "out", "small")
+    assert row["status"] == "FAILED" and "learning broke" in row["error"]
+    assert "running it again" not in capsys.readouterr().err
+
+
 def test_run_unknown_chapter(book, capsys):
     assert cli.main(["run", "07"]) == 2
     assert "no chapter 07" in capsys.readouterr().err

@@ -38,11 +38,27 @@ def _headline(nb) -> str:
     return ""
 
 
-def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800) -> dict:
+def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800, attempts: int = 2) -> dict:
     """Execute one chapter with nbclient at ``size``; write it to ``out_dir``; return a result row.
 
-    The row has ``chapter, title, status ('ok' | 'FAILED'), seconds, headline, error``.
+    The row has ``chapter, title, status ('ok' | 'FAILED'), seconds, headline, error``. A chapter whose
+    kernel died or stopped answering (no reply within ``timeout`` seconds for one cell) is run again from
+    the start, up to ``attempts`` runs in all: a lost kernel message once left a run waiting on an idle
+    kernel. A cell that raised (a failed claim or assert) is never retried: the chapters repeat exactly on
+    one machine, so a second run would fail the same way.
     """
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    for attempt in range(1, attempts + 1):
+        row = _run_chapter_once(chapter, out_dir, size, timeout)
+        lost_kernel = isinstance(row.pop("exception"), (CellTimeoutError, DeadKernelError))
+        if not lost_kernel or attempt == attempts:
+            return row
+        print(f"\nchapter {chapter.number}: {row['error'].splitlines()[0][:200]}; running it again", file=sys.stderr)
+    raise ValueError(f"`attempts` must be at least 1; got {attempts}")
+
+
+def _run_chapter_once(chapter: Chapter, out_dir: Path, size: str, timeout: int) -> dict:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -59,7 +75,7 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
                             extra_arguments=["--IPKernelApp.log_level=ERROR"],
                             resources={"metadata": {"path": str(workdir)}})
     start = time.perf_counter()
-    status, error = "ok", ""
+    status, error, exception = "ok", "", None
     previous = os.environ.get("RLBOOK_SIZE")
     previous_runs = os.environ.get("RLBOOK_RUNS_DIR")
     os.environ["RLBOOK_SIZE"] = size  # the kernel inherits it when it starts
@@ -70,7 +86,7 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
     except CellExecutionError as err:
         status, error = "FAILED", str(err)
     except Exception as err:  # kernel died, timeout, ...
-        status, error = "FAILED", f"{type(err).__name__}: {err}"
+        status, error, exception = "FAILED", f"{type(err).__name__}: {err}", err
     finally:  # never leak the size into this process (e.g. into later nbval kernels)
         if previous is None:
             os.environ.pop("RLBOOK_SIZE", None)
@@ -82,7 +98,7 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800)
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / chapter.path.name)
     return dict(chapter=chapter.number, title=chapter.title, status=status, seconds=seconds,
-                headline=_headline(nb), error=error)
+                headline=_headline(nb), error=error, exception=exception)
 
 
 def _table(rows: list[dict]) -> str:
