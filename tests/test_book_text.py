@@ -119,7 +119,7 @@ def test_chapter_text(path):
     assert not problems, "\n".join(problems)
 
 
-def _quotes(cell, names=("claim", "claim_comparison")) -> list[str]:
+def _quotes(cell, names=("claim", "claim_comparison", "claim_in_spread")) -> list[str]:
     """The quoted words of every ``rl.claim``-like call (``names``) in a code cell, spaces normalised."""
     if cell.cell_type != "code":
         return []

@@ -229,3 +229,20 @@ def test_unpaired_samples_without_spread_give_a_point_interval_and_no_p_value():
     c = rl.compare([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], paired=False)
     assert (c.mean_diff, c.ci_low, c.ci_high, c.sd_diff) == (1.0, 1.0, 1.0, 0.0) and math.isnan(c.p_value)
     assert c.verdict == "A > B"
+
+
+def test_claim_in_spread_takes_its_tolerance_from_the_seeds(capsys):
+    seeds = [0.10, 0.12, 0.11, 0.09, 0.13]  # mean 0.11, sample sd 0.0158
+    rl.claim_in_spread("a bias of about 0.11", 0.16, seeds)  # 0.05 from the mean: 3.2 sd
+    assert "0.16" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="0.11 ± 0.063"):
+        rl.claim_in_spread("a bias of about 0.11", 0.18, seeds)  # 4.4 sd
+    with pytest.raises(AssertionError):
+        rl.claim_in_spread("a bias of about 0.11", 0.13, seeds, sds=1.0)
+
+
+@pytest.mark.parametrize("over_seeds, sds, match", [([0.1, 0.2], 4.0, "≥ 3 finite"), ([0.1, float("nan"), 0.2], 4.0, "≥ 3 finite"),
+                                                    ([0.1, 0.2, 0.3], 0.0, "`sds` must be a positive")])
+def test_claim_in_spread_refuses_bad_arguments(over_seeds, sds, match):
+    with pytest.raises(ValueError, match=match):
+        rl.claim_in_spread("a bias of about 0.11", 0.1, over_seeds, sds=sds)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["claim", "claim_comparison", "plain_text"]
+__all__ = ["claim", "claim_comparison", "claim_in_spread", "plain_text"]
 
 _TEX_SYMBOLS = {
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "theta": "θ",
@@ -123,6 +123,38 @@ def claim(quote: str, value, expected: float | None = None, *, rel: float | None
         raise AssertionError(f"the text says {quote!r} ({want}) but this run gives {x:g}: "
                              "update the text or find what changed")
     print(f'✓ "{plain_text(quote)}": {x:.4g}')
+
+
+def claim_in_spread(quote: str, value, over_seeds, sds: float = 4.0, bounds: tuple | None = None) -> None:
+    """Check that one run's ``value`` is a run a reader can get: within ``sds`` standard deviations of ``over_seeds``.
+
+    A chapter's live run is one draw, and on another machine (another CPU's float order, another thread
+    count, a GPU) the same seed is another draw. A sentence about that run therefore states what holds
+    over many seeds (``over_seeds``: the per-seed values a benchmark stored for the same quantity), and
+    this check ties the live run to them: |value − mean| ≤ sds·sd, with the sample standard deviation of
+    ``over_seeds``. It is :func:`claim` with the tolerance taken from the measured spread, never chosen.
+
+    Args:
+        quote: the text's words (verbatim, ≥ 3 characters), as for :func:`claim`.
+        value: this run's number.
+        over_seeds: ≥ 3 finite per-seed values of the same quantity (a list or 1-D array).
+        sds: how many standard deviations count as "a run a reader can get" (> 0; 4 by default: a normal
+            quantity leaves that band once in about 16,000 runs).
+        bounds: as for :func:`claim` (a value at an end of its range is refused).
+    Returns:
+        None (prints the check, as :func:`claim`).
+    Raises:
+        ValueError: fewer than 3 values, a non-finite value, ``sds`` ≤ 0, or as :func:`claim`.
+        AssertionError: ``value`` is outside the band (the message names both).
+    """
+    values = [float(v) for v in over_seeds]
+    if len(values) < 3 or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"`over_seeds` must hold ≥ 3 finite per-seed values; got {values!r}")
+    if not (isinstance(sds, (int, float)) and sds > 0):
+        raise ValueError(f"`sds` must be a positive number; got {sds!r}")
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    claim(quote, value, mean, abs=sds * sd, bounds=bounds)
 
 
 def claim_comparison(quote: str, comparison, expect: str) -> None:
