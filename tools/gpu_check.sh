@@ -5,9 +5,12 @@
 #
 # What it runs, in parallel where the jobs are independent, each with its own time limit (LIMIT, default
 # 420 s), and then one summary table (also in OUT_DIR/summary.txt):
-#   * every chapter at the default size on the GPU (`rlbook run`, RLBOOK_DEVICE=cuda), in six groups with
-#     their own runs folders (chapter 9 after 8 and 11 after 10, which start from their checkpoints);
-#     the claims and asserts are the check there (the stored outputs are CPU outputs, so nbval does not apply);
+#   * every chapter at the default size on the GPU (RLBOOK_DEVICE=cuda), in six groups with their own runs
+#     folders (chapter 9 after 8 and 11 after 10, which start from their checkpoints); the claims and
+#     asserts are the check there (the stored outputs are CPU outputs, so nbval does not apply). By default
+#     through tools/check_claims.py, which runs each chapter to its end and lists every claim or assert
+#     that fails; RUNNER=rlbook runs them as a reader does (`rlbook run`, which stops a chapter at its
+#     first failure);
 #   * chapters 8-11 at `--size full` on the GPU;
 #   * the same chapters at the default size on this machine's CPU (RLBOOK_DEVICE=cpu, 2 threads each): a
 #     second CPU model, another float order, so a claim that only held on the CPU the outputs were made on
@@ -47,12 +50,17 @@ job() {  # job NAME COMMAND...: run in the background with the time limit, log t
     local name=$1; shift
     ( s=$SECONDS; timeout "$LIMIT" "$@" > "$out/$name.log" 2>&1; echo "rc=$? wall=$((SECONDS - s))" >> "$out/$name.log" ) &
 }
-chapters() {  # chapters DEVICE SIZE THREADS GROUP...: rlbook run on DEVICE at SIZE, one job per group
+chapters() {  # chapters DEVICE SIZE THREADS GROUP...: the chapters on DEVICE at SIZE, one job per group
     local device=$1 size=$2 threads=$3; shift 3
     for group in "$@"; do
         local tag=${device}_${size}_${group// /_}
-        job "$tag" env RLBOOK_DEVICE="$device" OMP_NUM_THREADS="$threads" RLBOOK_RUNS_DIR="$runs/$tag" \
-            python3 -m rlbook.app.cli run $group --size "$size" --out "$runs/$tag/nb"
+        if [[ "${RUNNER:-claims}" == rlbook ]]; then
+            job "$tag" env RLBOOK_DEVICE="$device" OMP_NUM_THREADS="$threads" RLBOOK_RUNS_DIR="$runs/$tag" \
+                python3 -m rlbook.app.cli run $group --size "$size" --out "$runs/$tag/nb"
+        else
+            job "$tag" env RLBOOK_DEVICE="$device" OMP_NUM_THREADS="$threads" RLBOOK_RUNS_DIR="$runs/$tag" \
+                RLBOOK_SIZE="$size" python3 tools/check_claims.py $group
+        fi
     done
 }
 chapters cuda small 2 "01 02 03 04" "05 06 07" "08 09" "10 11" "12 13" "14 15"
@@ -74,13 +82,21 @@ for log in sorted(out.glob("*.log")):
     text = log.read_text(errors="replace")
     tail = re.findall(r"rc=(-?\d+) wall=(\d+)", text)
     rc, wall = tail[-1] if tail else ("?", "?")
-    rows = re.findall(r"^(\d\d) +(ok|FAILED) +([\d.]+)", text, flags=re.M)
+    rows = re.findall(r"^(\d\d) +(ok|FAILED) +([\d.]+)", text, flags=re.M)  # rlbook run's table
+    checked = re.findall(r"^(\d\d) +(\d+) +(\d+)$", text, flags=re.M)  # check_claims' table
     if rows:
         result = "  ".join(f"{c} {s} {float(t):.0f}s" for c, s, t in rows)
+    elif checked:
+        result = "  ".join(f"{c} {'ok' if n == '0' else n + ' failed'} {t}s" for c, n, t in checked)
     else:
         counts = re.findall(r"^=* ?(\d+ (?:passed|failed).*?) in [\d.]+s", text, flags=re.M)
-        result = counts[-1] if counts else text.strip().splitlines()[-2][:90] if text.strip() else ""
+        lines = [line for line in text.strip().splitlines() if not line.startswith("rc=")]
+        result = counts[-1] if counts else (lines[-1][:90] if lines else "")
     print(f"{log.stem:<28}{rc:>4}{wall:>8}  {result}")
-failed = re.findall(r"CLAIM|AssertionError: the text says[^\n]*", "".join(l.read_text(errors='replace') for l in out.glob('*.log')))
-print(f"\ntotal wall {total} s; claims contradicted: {len(failed)}")
+failed = [line.strip() for log in sorted(out.glob("*.log")) for line in log.read_text(errors="replace").splitlines()
+          if line.startswith("    claim:") or line.startswith("    assert:") or line.startswith("    crash:")
+          or "AssertionError: the text says" in line]
+print(f"\ntotal wall {total} s; failures listed by the chapters: {len(failed)}")
+for line in failed:
+    print("  " + line[:240])
 EOF
