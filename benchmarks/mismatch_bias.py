@@ -76,7 +76,8 @@ def main(argv=None) -> dict:
                     lambda r: print(f"seed {r['seed']}: {r['seconds']:.0f} s; uncorrected bias "
                                     + ", ".join(f"{n} {v['none'][0]:.3f}" for n, v in r["bias"].items()), flush=True))
     rows.sort(key=lambda r: r["seed"])
-    samplers, modes = list(rows[0]["bias"]), list(rows[0]["bias"][samplers[0]])
+    samplers = list(rows[0]["bias"])
+    modes = list(rows[0]["bias"][samplers[0]])
     bias = {n: {m: [r["bias"][n][m][0] for r in rows] for m in modes} for n in samplers}
     cosine = {n: {m: [r["bias"][n][m][1] for r in rows] for m in modes} for n in samplers}
     print(f"relative bias, mean [min, max] over {len(rows)} seeds")
