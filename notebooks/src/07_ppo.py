@@ -333,8 +333,9 @@ ax.legend()
 fig.tight_layout();
 
 # %% [markdown]
-# On this seed the three reached 475 within 500 env steps of one another. One seed is one draw, and the
-# ranking of single runs moves from seed to seed, so the comparison that counts is over many seeds:
+# Which of the three gets there first on this one seed is one draw: the ranking of single runs moves
+# from seed to seed (and, with the float order, from one machine to another), so the comparison that
+# counts is over many seeds:
 # `benchmarks/cartpole.py` trained each algorithm with the settings above on seeds 0–9 until its rolling-20
 # return reached 475, and the next cell prints its saved table and the paired differences. (Seed $k$ of the
 # three algorithms shares only its number: the environments are laid out differently and the networks
@@ -367,8 +368,6 @@ ppo_vs_n1 = rl.compare(steps_by_algo["PPO"], n1, names=("PPO", "REINFORCE, 1 epi
 print(ppo_vs_n1)
 
 # %%
-seed0_steps = [h.steps_to_threshold(475, 20) for h in results.values()]
-rl.claim("the three reached 475 within 500 env steps of one another", max(seed0_steps) - min(seed0_steps), high=500)
 rl.claim_comparison("PPO needs fewer env steps than REINFORCE", comparisons[("PPO", "REINFORCE")], "<")
 rl.claim_comparison("and fewer than TRPO", comparisons[("PPO", "TRPO")], "<")
 rl.claim_comparison("Between TRPO and REINFORCE, no difference detected at this scale",

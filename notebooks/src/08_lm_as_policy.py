@@ -298,12 +298,15 @@ assert sft_eval["pass@1"] < 0.6, "one sample should still be wrong often (room f
 assert sft_eval["greedy_accuracy"] > 0.8, "the favourite answer should be right"
 
 # %% [markdown]
-# Read the plot: one sample is right less than half the time, yet eight samples almost always contain
+# Read the plot: one sample is often wrong (at the default size it is right less than half the time; the
+# `full` size's longer supervised training lifts it a little), yet eight samples almost always contain
 # the right answer, and the single most likely answer is nearly always right. The model has learned
 # addition; it just says something else too often. Chapter 9 turns that gap into accuracy with GRPO.
 
 # %%
-rl.claim("one sample is right less than half the time", sft_eval["pass@1"], high=0.5);
+rl.claim("one sample is often wrong", sft_eval["pass@1"], high=0.6, bounds=(0, 1))
+if rl.get_size() == "small":  # the sentence is about the default size
+    rl.claim("at the default size it is right less than half the time", sft_eval["pass@1"], high=0.5, bounds=(0, 1))
 
 # %% [markdown]
 # ## 8.6 Why a question → answer task is a bandit

@@ -286,7 +286,6 @@ rl.claim("stayed within the length of a worked answer (at most 20 tokens)", grpo
 rl.claim("almost no completion ran into the budget", max(float(np.max(h["truncated_fraction"])) for h in runs.values()),
          high=0.02)
 assert grpo_after["pass@1"] - before["pass@1"] >= 0.25, "GRPO should lift held-out pass@1 by 25 points"
-assert dr_after["pass@1"] >= grpo_after["pass@1"] - 0.02, "Dr. GRPO should do at least as well as GRPO"
 
 # %% [markdown]
 # **Over ten paired seeds.** One run is one draw. The benchmark of §10.3 ran `grpo_b0` and `dr_grpo`
@@ -589,10 +588,17 @@ ax.set_title("pass@k before and after RL, on the hard quarter", fontsize=10); ax
 # questions are too easy for 16 samples to tell sharpening from its absence), so the sharpening
 # claim cannot be tested at large $k$ on this task and this model. Where there is
 # room (the largest $k$ printed, at which the supervised model is still below 0.95), GRPO's pass@$k$
-# is above the supervised model's: no sign of sharpening where it could show. Between MaxRL and GRPO
-# no difference detected at this scale, at $k = 1$ or at that $k$. A task where the supervised model
-# fails outright on some questions would be needed to see RL narrow what the model can reach
-# (Yue et al. 2025, arXiv:2504.13837, find it at large $k$ on pretrained models).
+# is above the supervised model's: no sign of sharpening where it could show. A task where the
+# supervised model fails outright on some questions would be needed to see RL narrow what the model
+# can reach (Yue et al. 2025, arXiv:2504.13837, find it at large $k$ on pretrained models).
+#
+# MaxRL against GRPO is a question one run each cannot answer: the cell prints their paired difference
+# over the hard questions, but which of the two training runs got lucky is not in that interval, and on
+# another machine (another float order, so other runs) the sign of a difference of a few points can
+# change. The benchmark of §10.3 trained both from ten supervised models on paired seeds, at this
+# chapter's budget of 10,240 completions: over those seeds MaxRL's held-out pass@1 is higher than
+# GRPO's, by about two points (the interval is printed below; chapter 11 puts it beside the rest of the
+# family).
 
 # %%
 k16 = list(ks).index(16)
@@ -609,8 +615,11 @@ for k in (1, k_room):
 for name in ("grpo_b0", "maxrl"):
     rl.claim_comparison("Both RL runs raise pass@1 on the hard questions a long way", gain[1][name], ">")
 rl.claim_comparison("GRPO's pass@$k$ is above the supervised model's", gain[k_room]["grpo_b0"], ">")
-for k in (1, k_room):
-    rl.claim_comparison("Between MaxRL and GRPO no difference detected at this scale", maxrl_vs_grpo[k], "none")
+variants = rl.benchmark_results("grpo_variants")["per_seed"]
+maxrl_over_seeds = rl.compare(variants["maxrl"]["pass@1"], variants["grpo_b0"]["pass@1"], names=("maxrl", "grpo_b0"))
+print("held-out pass@1 over the benchmark's ten paired seeds:", maxrl_over_seeds)
+rl.claim_comparison("over those seeds MaxRL's held-out pass@1 is higher than GRPO's", maxrl_over_seeds, ">")
+rl.claim("by about two points", maxrl_over_seeds.mean_diff, 0.02, abs=0.005)
 
 # %% [markdown]
 # **PPO with a critic.** GRPO's group baseline replaced PPO's learned value function $V(s)$. Nothing

@@ -249,8 +249,10 @@ plt.tight_layout();
 # distance to $\pi^*$ was smallest early and has grown since. The answers that won at least once and never
 # lost include the right one and several wrong ones. DPO raises all of them, but it takes mass from every
 # answer the pairs rank below them, so the right answer, ranked first in every pair it appears in, ends with most
-# of it: the wrong answers that were never beaten hold more mass than $\pi^*$ gives them, yet still little.
-# With another sample of pairs the picture changes with the sample (exercise 2). IPO stops at a finite point. That point is much
+# of it, and the wrong answers that were never beaten are left with little. Whether that little is more or
+# less than $\pi^*$ gives them is not a property of DPO: it changes with the sample of pairs (exercise 2)
+# and, on this sample, even with the reference model, since $\pi_{\text{ref}}$ comes from chapter 8's network and
+# another machine's float order gives a slightly different one. IPO stops at a finite point. That point is much
 # nearer $\pi_{\text{ref}}$ than $\pi^*$: IPO's $\tau$ is not DPO's $\beta$ (its target margin $1/(2\tau)$ is in log-ratio units), so
 # the two must be tuned separately. In practice DPO is stopped after one to three epochs, and that early
 # stop, not $\beta$, is what sets how far it moves.
@@ -259,8 +261,7 @@ plt.tight_layout();
 rl.claim("still grows at the end of the run", tabular["DPO"]["kl_ref"][-1] - tabular["DPO"]["kl_ref"][-11], low=1e-4)
 rl.claim("it has long passed the KL of", tabular["DPO"]["kl_ref"][-1] / kl_star, low=1.5)
 rl.claim("was smallest early and has grown since", tabular["DPO"]["kl_star"][-1] - min(tabular["DPO"]["kl_star"]), low=0.02)
-rl.claim("the wrong answers that were never beaten hold more mass than", wrong_mass["DPO"] - wrong_mass["π*"], low=1e-6)
-rl.claim("yet still little", wrong_mass["DPO"], high=0.1, bounds=(0, 1))
+rl.claim("the wrong answers that were never beaten are left with little", wrong_mass["DPO"], high=0.1, bounds=(0, 1))
 rl.claim("much nearer", tabular["IPO"]["kl_ref"][-1] / kl_star, high=0.2)
 rl.claim("IPO stops at a finite point", abs(tabular["IPO"]["kl_ref"][-1] - tabular["IPO"]["kl_ref"][-21]), high=1e-4)
 
@@ -622,10 +623,12 @@ print("max |π*(2r, β = 1) − π*(r, β = 0.5)| =",
 # ### Solution to exercise 2
 #
 # The mass DPO ends with on never-beaten wrong answers depends on the sample: how many of them there are,
-# and how often the answers they were preferred to appear. The code prints it next to $\pi^*$'s for five samples. On
-# every one DPO puts more mass on them than $\pi^*$ does, and on one sample (seed 1) most of its mass: the
-# right answer ends far below $\pi^*$'s share there. That is §13.3's warning made concrete: the drift that
-# helped on seed 0 hurts when the data happen to leave wrong answers undefeated.
+# and how often the answers they were preferred to appear. The code prints it next to $\pi^*$'s for five samples.
+# Averaged over the five, DPO puts several times more mass on them than $\pi^*$ does (on a sample where the two
+# are close, the sign of the difference is a matter of the reference model's last digits, as on seed 0), and
+# on one sample (seed 1) most of its mass: the right answer ends far below $\pi^*$'s share there. That is
+# §13.3's warning made concrete: the drift that left little on the wrong answers of seed 0 hurts when the data
+# happen to leave wrong answers undefeated that the pairs never tested.
 
 
 # %% tags=["solution"]
@@ -651,15 +654,15 @@ def tabular_dpo(seed, steps=2000, label_smoothing=0.0, beta=2.0):
     return torch.softmax(theta.detach(), -1), wrong, kl
 
 
-excess, right_gap, wrong_masses = [], [], []
+right_gap, wrong_masses, pi_star_masses = [], [], []
 for seed in range(1, 6):
     final, wrong, _ = tabular_dpo(seed)
-    excess.append(final[wrong].sum().item() - pi_star[wrong].sum().item())
     right_gap.append(final[RIGHT].item() - pi_star[RIGHT].item())
     wrong_masses.append(final[wrong].sum().item())
+    pi_star_masses.append(pi_star[wrong].sum().item())
     print(f"seed {seed}: {len(wrong)} never-beaten wrong answers; their mass: DPO {final[wrong].sum().item():.4f}, "
           f"π* {pi_star[wrong].sum().item():.4f};  right answer: DPO {final[RIGHT].item():.3f}, π* {pi_star[RIGHT].item():.3f}")
-rl.claim("every one DPO puts more mass on them than", min(excess), low=1e-4)
+rl.claim("DPO puts several times more mass on them than", np.mean(wrong_masses) / np.mean(pi_star_masses), low=3.0)
 rl.claim("most of its mass", max(wrong_masses), low=0.5, bounds=(0, 1))
 rl.claim("right answer ends far below", min(right_gap), high=-0.3)
 
