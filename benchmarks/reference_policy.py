@@ -11,7 +11,7 @@ weights initialised from seed s (s = 0 is the chapter's model), and records per 
 * ``pi_ref_right``: π_ref of the right answer;
 * ``bon_kl_level``: the exact KL of best-of-1024 from π_ref, nats (−log π_ref(right) when the right
   answer is the best);
-* ``gaps``: E_π*[r] − E_best-of-N[r] at equal KL for N = 2, 4, ..., 1024 (reward units).
+* ``gaps``: E_π*[r] − E_best-of-N[r] at equal KL for N = 2, 4, 8, 16, 32 (reward units).
 
     python benchmarks/reference_policy.py --workers 2 --save   # seeds 0-9; writes rlbook/data/reference_policy.json
 

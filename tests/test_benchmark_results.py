@@ -236,3 +236,27 @@ def test_precision_mismatch_ratios_follow_from_the_per_precision_values():
             assert len(runs[precision][key]) == len(seeds) and min(runs[precision][key]) > 0
         ratio = [f / b for f, b in zip(runs["fp16"][key], runs["bf16"][key])]
         assert runs["ratio"][key] == pytest.approx(ratio, rel=1e-12)
+
+
+def test_mismatch_bias_keeps_every_sampler_and_estimator_for_every_seed():
+    """Chapter 14 §14.3 states the bias table over these seeds: a relative bias ≥ 0 and a cosine in [−1, 1] for every
+    sampler × estimator × seed, and the estimators the chapter names."""
+    saved = rl.benchmark_results("mismatch_bias")
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and saved["command"].startswith("python benchmarks/mismatch_bias.py")
+    assert {"none", "is", "token_truncate", "token_mask", "sequence_mask"} <= set(saved["estimators"])
+    for sampler in saved["samplers"]:
+        for mode in saved["estimators"]:
+            biases, cosines = saved["bias"][sampler][mode], saved["cosine"][sampler][mode]
+            assert len(biases) == len(cosines) == len(seeds)
+            assert all(b >= 0 for b in biases) and all(-1 <= c <= 1 for c in cosines)
+
+
+def test_reference_policy_keeps_ten_models_and_its_kl_level_follows_from_the_right_answers_mass():
+    """Best-of-N's KL levels off at −log π_ref(right answer) when the right answer is the best: the stored level of
+    every supervised model equals it (to the precision of N = 1024, where (1 − p)^N is far below 1e-6)."""
+    saved = rl.benchmark_results("reference_policy")
+    assert len(saved["seeds"]) >= 10 and saved["command"].startswith("python benchmarks/reference_policy.py")
+    for p, level, gaps in zip(saved["pi_ref_right"], saved["bon_kl_level"], saved["gaps"]):
+        assert 0 < p < 1 and level == pytest.approx(-math.log(p), abs=1e-6)
+        assert len(gaps) == 5 and all(g > -1e-12 for g in gaps)  # N = 2 ... 32; π* is never below best-of-N at equal KL
