@@ -72,3 +72,34 @@ def save_record(name: str, record: dict) -> None:
     path = BENCHMARK_RESULTS / f"{name}.json"
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"saved to {path}")
+
+
+def exec_chapter(source: str, path, name: str, quiet: bool = True) -> dict:
+    """Execute a chapter's source text (or a part of it) at the small size and return its namespace.
+
+    The benchmarks that repeat a chapter's own cells over seeds use this, so that they run exactly the
+    chapter's code. The chapter's ``rl.claim``, ``rl.claim_comparison`` and ``rl.claim_in_spread`` are
+    switched off while it runs (they are about the chapter's own run, not another seed's) and restored
+    afterwards; ``display`` does nothing; with ``quiet`` the chapter's printing is swallowed.
+    """
+    import contextlib
+    import io
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import rlbook as rl
+
+    os.environ["RLBOOK_SIZE"] = "small"
+    checks = {check: getattr(rl, check) for check in ("claim", "claim_comparison", "claim_in_spread")}
+    for check in checks:
+        setattr(rl, check, lambda *args, **kwargs: None)
+    namespace: dict = {"__name__": name, "display": lambda *args, **kwargs: None}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+            exec(compile(source, str(path), "exec"), namespace)  # noqa: S102
+    finally:
+        for check, function in checks.items():
+            setattr(rl, check, function)
+    return namespace

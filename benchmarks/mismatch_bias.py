@@ -17,13 +17,12 @@ Runs with one thread repeat exactly on one machine; another CPU changes float or
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _runner import run_jobs, save_record, seed_parser, versions  # noqa: E402
+from _runner import exec_chapter, run_jobs, save_record, seed_parser, versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "notebooks" / "src" / "14_train_inference_mismatch.py"
@@ -33,35 +32,17 @@ GRPO_CALL = "rl.GRPOConfig(num_steps=MID_STEPS, seed=0)"
 
 def chapter_bias(seed: int) -> dict:
     """``bias[sampler][estimator] = (relative bias, cosine)`` of chapter 14's §14.3 with the GRPO run at ``seed``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import rlbook as rl
-
     source = CHAPTER.read_text(encoding="utf-8")
     if SECTION_ENDS not in source or source.count(GRPO_CALL) != 1:
         raise RuntimeError(f"{CHAPTER.name} no longer has {SECTION_ENDS!r} and one {GRPO_CALL!r}: update this benchmark")
     source = source.split(SECTION_ENDS)[0].replace(GRPO_CALL, f"rl.GRPOConfig(num_steps=MID_STEPS, seed={int(seed)})")
-    os.environ["RLBOOK_SIZE"] = "small"
-    checks = {name: getattr(rl, name) for name in ("claim", "claim_comparison", "claim_in_spread")}
-    for name in checks:  # the chapter's claims are about its own run
-        setattr(rl, name, lambda *args, **kwargs: None)
-    try:
-        namespace: dict = {"__name__": "chapter14", "display": lambda *a, **k: None}
-        exec(compile(source, str(CHAPTER), "exec"), namespace)  # noqa: S102
-    finally:
-        for name, check in checks.items():
-            setattr(rl, name, check)
+    namespace = exec_chapter(source, CHAPTER, "chapter14")
     return {name: {mode: [float(b), float(c)] for mode, (b, c) in row.items()} for name, row in namespace["bias"].items()}
 
 
 def one_run(seed: int) -> dict:
-    import contextlib
-    import io
-
     start = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):  # the chapter's own printing
-        bias = chapter_bias(seed)
+    bias = chapter_bias(seed)
     return {"seed": seed, "bias": bias, "seconds": round(time.perf_counter() - start, 1)}
 
 

@@ -20,13 +20,12 @@ Runs with one thread repeat exactly on one machine; another CPU changes float or
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _runner import run_jobs, save_record, seed_parser, versions  # noqa: E402
+from _runner import exec_chapter, run_jobs, save_record, seed_parser, versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "notebooks" / "src" / "12_preferences.py"
@@ -48,26 +47,8 @@ def chapter_source(seed: int) -> str:
 
 
 def one_run(seed: int) -> dict:
-    import contextlib
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import rlbook as rl
-
-    os.environ["RLBOOK_SIZE"] = "small"
     start = time.perf_counter()
-    checks = {name: getattr(rl, name) for name in ("claim", "claim_comparison", "claim_in_spread")}
-    for name in checks:  # the chapter's claims are about its own model
-        setattr(rl, name, lambda *args, **kwargs: None)
-    namespace: dict = {"__name__": "chapter12", "display": lambda *a, **k: None}
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(chapter_source(seed), str(CHAPTER), "exec"), namespace)  # noqa: S102
-    finally:
-        for name, check in checks.items():
-            setattr(rl, name, check)
+    namespace = exec_chapter(chapter_source(seed), CHAPTER, "chapter12")
     return {"seed": seed, "pi_ref_right": float(namespace["pi_ref_right"]), "bon_kl_level": float(namespace["model_kl"][-1]),
             "gaps": [float(g) for g in namespace["gaps"]], "seconds": round(time.perf_counter() - start, 1)}
 

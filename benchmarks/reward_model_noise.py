@@ -20,13 +20,12 @@ Runs with one thread repeat exactly on one machine; another CPU changes float or
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _runner import save_record, seed_parser, versions  # noqa: E402
+from _runner import exec_chapter, save_record, seed_parser, versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "notebooks" / "src" / "12_preferences.py"
@@ -40,13 +39,7 @@ def chapter_setup() -> dict:
     source = CHAPTER.read_text(encoding="utf-8")
     if SETUP_ENDS not in source:
         raise RuntimeError(f"{CHAPTER.name} no longer has the section {SETUP_ENDS!r}: update this benchmark")
-    os.environ["RLBOOK_SIZE"] = "small"
-    import matplotlib
-
-    matplotlib.use("Agg")
-    namespace: dict = {"__name__": "chapter12"}
-    exec(compile(source.split(SETUP_ENDS)[0], str(CHAPTER), "exec"), namespace)  # noqa: S102
-    return namespace
+    return exec_chapter(source.split(SETUP_ENDS)[0], CHAPTER, "chapter12", quiet=False)
 
 
 def main(argv=None) -> dict:
