@@ -67,9 +67,16 @@ def read_pins(path: Path = CONSTRAINTS) -> dict[str, str]:
 
 
 def installed() -> dict[str, str]:
-    """``{canonical name: version}`` of every distribution in this environment (the project and pip's own tools left out)."""
+    """``{canonical name: version}`` of every distribution installed in this environment's site-packages (the
+    project and pip's own tools left out). Only site-packages is read: a package's vendored copies (setuptools
+    ships ``packaging``, ``zipp``, ... in ``setuptools/_vendor``, which lands on ``sys.path`` once something
+    imports it) are not what pip installed and would shadow the real versions."""
+    import site
+
+    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []  # off inside a virtual environment
+    paths = [p for p in [*site.getsitepackages(), *user] if Path(p).is_dir()]
     found = {}
-    for dist in metadata.distributions():
+    for dist in metadata.distributions(path=paths):
         name = dist.metadata["Name"]
         if name and canonical(name) not in SKIP:
             found[canonical(name)] = dist.version
