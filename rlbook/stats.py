@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Comparison", "compare", "mean_ci", "bootstrap_ci", "seeds_needed", "paired_t_power"]
+__all__ = ["Comparison", "compare", "mean_ci", "bootstrap_ci", "seeds_needed", "paired_t_power", "adjust_p_values"]
 
 NO_DIFFERENCE = "no difference detected"
 
@@ -288,3 +288,45 @@ def seeds_needed(delta: float, sd: float, power: float = 0.8, alpha: float = 0.0
         else:
             lo = mid + 1
     return int(hi)
+
+
+def adjust_p_values(p_values, method: str = "holm") -> np.ndarray:
+    """Adjust the p-values of a family of tests for their number (a chapter that makes many comparisons).
+
+    A chapter that tests 24 pairs at the 95 % level expects about 1.2 false positives among them even when
+    no method differs. Two standard controls:
+
+    * ``"holm"`` (Holm 1979, "A simple sequentially rejective multiple test procedure", Scand. J. Statist.
+      6:65–70): controls the family-wise error rate (the chance of *any* false positive). With the sorted
+      p-values p₍₁₎ ≤ … ≤ p₍ₘ₎, p̃₍ᵢ₎ = max_{j ≤ i} min(1, (m − j + 1)·p₍ⱼ₎).
+    * ``"bh"`` (Benjamini & Hochberg 1995, J. R. Statist. Soc. B 57:289–300): controls the false discovery
+      rate (the expected share of false positives among the detected); ``scipy.stats.false_discovery_control``.
+
+    A comparison is detected at level α after adjustment when its adjusted value is ≤ α.
+
+    Args:
+        p_values: 1-d sequence of m ≥ 1 p-values in [0, 1] (NaN not allowed: a zero-spread comparison has no
+            p-value; leave it out of the family).
+        method: "holm" or "bh".
+    Returns:
+        The adjusted p-values, shape (m,), in the input's order.
+    Raises:
+        ValueError: an empty or non-1-d input, a value outside [0, 1] or NaN, or an unknown ``method``.
+    """
+    from scipy import stats
+
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"`p_values` must be a non-empty 1-d sequence; got shape {p.shape}")
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError(f"`p_values` must lie in [0, 1] (no NaN); got {p.tolist()}")
+    if method == "bh":
+        return np.asarray(stats.false_discovery_control(p, method="bh"), dtype=float)
+    if method != "holm":
+        raise ValueError(f"`method` must be 'holm' or 'bh'; got {method!r}")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted_sorted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted_sorted
+    return out

@@ -6,12 +6,16 @@ Conventions it enforces (README, "For contributors"):
   must name a chapter notebook / a numbered heading ("## N.M Title") that exists. A paper's
   sections are cited as "Sec. N.M" of the paper, so they are not mistaken for the book's.
 * Internal source material is never named in the product (only public papers are cited).
-* ``rl.claim("words", ...)`` quotes words that appear in a markdown cell above it.
-* A sentence that compares methods (a comparison word such as "beats", "better", "stands out",
-  "outperforms", "worse", "wins", "survives" next to a method's name) contains the quoted words of an
-  ``rl.claim_comparison`` in its chapter: a paired comparison over seeds with its confidence
-  interval backs it. Sentences that use such a word for something else (a paper's own finding, an
-  advantage being "better than usual") are listed in ``NOT_A_METHOD_COMPARISON`` with the reason.
+* ``rl.claim("words", ...)`` quotes words of the markdown right above it (the markdown cells between
+  the previous run of code cells and its own), not words further up that it was not written for.
+* A sentence that compares methods (a comparison word such as "beats", "better", "faster", "higher",
+  "ahead", "raised", "moves", "-er than", "did as well", "did not pay" next to a method's name)
+  contains the quoted words of an ``rl.claim_comparison`` in the first run of code cells after its
+  markdown cell: a paired comparison over seeds with its confidence interval backs it. A sentence
+  backed by a "none" verdict says "no difference detected" or "inconclusive"; one that says two
+  methods are alike needs an "equivalent" verdict with its margin. Sentences that use such a word for
+  something else (an exact computation, a paper's own finding, an advantage being "better than
+  usual") are listed in ``tests/text_exemptions.py`` with the reason.
 """
 
 from __future__ import annotations
@@ -33,25 +37,23 @@ TODO = re.compile(r"\b(?:TODO|FIXME|XXX)\b")
 CHAPTER_REF = re.compile(r"\b(?:[Cc]hapters?|[Cc]h\.)\s*(\d+)(?:\s*(?:[–-]|and|to)\s*(\d+))?")
 SECTION_REF = re.compile(r"(?:§\s?|\b[Ss]ections?\s+)(\d+)(?:\.(\d+))?(?![\d.]*\d)")
 HEADING = re.compile(r"^#{1,3}\s+(\d+)\.(\d+)?\s", re.MULTILINE)
-COMPARISON_WORD = re.compile(r"\b(?:beats?|beating|better|stands? out|outperform(?:s|ed)?|worse|wins?|won|survives?|"
-                             r"superior|inferior)\b", re.IGNORECASE)
+# comparative words: the verbs and adjectives of "A beats B", "-er than" forms, and the words that say two
+# methods are alike ("did as well", "did not pay"); matched next to a method's name
+COMPARISON_WORD = re.compile(
+    r"\b(?:beats?|beating|better|best|stands? out|outperform\w*|underperform\w*|worse|worst|wins?|won|survives?|"
+    r"superior|inferior|ahead|behind|\w+er than|more \w+ than|less \w+ than|fewer|faster|slower|higher|lower|"
+    r"larger|smaller|greater|raised?|raises|lowered|lowers|moves?|moved|held back|holds? back|helps?|helped|"
+    r"hurts?|did not (?:pay|help|hurt|matter)|costs? nothing|as (?:well|good|fast|much|often) as|did as well|"
+    r"the same as|equal(?:ly)?|matche[sd]|improv\w*|gains?|drops?|dropped|outlast\w*|overtak\w*)\b", re.IGNORECASE)
+# words that say two methods are alike: a "none" verdict (no power, either sign) cannot back them; an
+# "equivalent" verdict (the interval inside ±margin) can
+EQUALITY_WORD = re.compile(r"\b(?:equal(?:ly)?|did as well|as good as|did not (?:pay|help|hurt|matter)|costs? nothing|"
+                           r"no better|no worse|the same as|indistinguishable|on a par|matche[sd])\b", re.IGNORECASE)
+NONE_WORDING = re.compile(r"no\s+difference\s+detected|inconclusive", re.IGNORECASE)
 METHOD_NAME = re.compile(r"\b(?:GRPO|Dr\. GRPO|DAPO|RLOO|CISPO|GSPO|MaxRL|DPPO|ProRL|ScaleRL|Magistral|PPO|TRPO|"
                          r"REINFORCE|critic|baselines?|rewards-to-go|clip-higher|token-level|natural (?:gradient|step)|"
                          r"vanilla|TRL|SFT|supervised model|DPO|IPO|SimPO|ORPO|KTO|best-of-\$?N\$?|reward model)\b")
-# (chapter, words of the sentence, why it is not a comparison of methods that needs seeds)
-NOT_A_METHOD_COMPARISON = [
-    (3, '("better than usual" / "worse than usual")', "the sign of an advantage, not a comparison of methods"),
-    (4, "would win outright, as it is unbiased and least noisy", "exact: bias and variance by enumeration (§4.5)"),
-    (4, "tolerate variance better than bias", "a reason for a convention, not a measured comparison"),
-    (4, "how much better an action was than the policy's average", "the definition of the advantage"),
-    (4, "a worse critic makes bias expensive", "a critic's error, not a method"),
-    (7, "The PPO paper found a simpler device that does better", "the paper's own finding, cited"),
-    (7, "The critic has not got worse", "one run's value loss over time, not a comparison of methods"),
-    (9, "an answer is good if it beats its siblings", "the definition of the group baseline"),
-    (9, "As the model gets better", "one run over time, not a comparison of methods"),
-    (11, "**Goals.**", "the chapter's goals list names what the reader will compare"),
-    (13, '"Is DPO superior to PPO for LLM alignment?"', "the title and finding of the cited paper (Xu et al. 2024)"),
-]
+from text_exemptions import NOT_A_METHOD_COMPARISON  # noqa: E402  (chapter, words, why)
 
 
 def _cells(path: Path):
@@ -132,17 +134,26 @@ def _quotes(cell, names=("claim", "claim_comparison", "claim_in_spread")) -> lis
             and node.args and isinstance(node.args[0], ast.Constant)]
 
 
+def _misplaced_quotes(cells) -> list[str]:
+    """Claims whose quote is not in the nearest markdown above them: the markdown cells between the previous
+    run of code cells and this one (a quote found only further up could back a sentence it was not written for)."""
+    block, after_code, problems = "", False, []
+    for i, cell in enumerate(cells):
+        if cell.cell_type == "markdown":
+            if after_code:
+                block, after_code = "", False
+            block += "\n" + cell.source
+            continue
+        after_code = True
+        for quote in _quotes(cell):
+            if quote not in " ".join(block.split()):
+                problems.append(f"cell {i}: a claim quotes {quote!r}, which the markdown right above it does not say")
+    return problems
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_claims_quote_the_text_above_them(path):
-    markdown_so_far = ""
-    problems = []
-    for i, cell in enumerate(_cells(path)):
-        if cell.cell_type == "markdown":
-            markdown_so_far += "\n" + cell.source
-            continue
-        for quote in _quotes(cell):
-            if quote not in " ".join(markdown_so_far.split()):
-                problems.append(f"cell {i}: a claim quotes {quote!r}, which no markdown cell above says")
+    problems = _misplaced_quotes(_cells(path))
     assert not problems, "\n".join(problems)
 
 
@@ -150,23 +161,71 @@ def _sentences(markdown: str) -> list[str]:
     return re.split(r"(?<=[.!?])\s+(?=[A-Z*(\"])", " ".join(markdown.split()))
 
 
+def _comparison_calls(cell) -> list[tuple[str, str]]:
+    """(quote, expect) of every ``rl.claim_comparison`` call in a code cell (expect "?" when not a literal)."""
+    if cell.cell_type != "code":
+        return []
+    try:
+        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
+    except SyntaxError:
+        return []
+    calls = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "claim_comparison"
+                and node.args and isinstance(node.args[0], ast.Constant)):
+            expect = node.args[2] if len(node.args) > 2 else next((k.value for k in node.keywords if k.arg == "expect"), None)
+            calls.append((" ".join(str(node.args[0].value).split()),
+                          expect.value if isinstance(expect, ast.Constant) else "?"))
+    return calls
+
+
+def _following_code(cells, i: int) -> list:
+    """The code cells that back markdown cell ``i``: the first run of code cells after it."""
+    j = i + 1
+    while j < len(cells) and cells[j].cell_type != "code":
+        j += 1
+    run = []
+    while j < len(cells) and cells[j].cell_type == "code":
+        run.append(cells[j])
+        j += 1
+    return run
+
+
 def _comparison_quotes(cells) -> list[str]:
     return [quote for cell in cells for quote in _quotes(cell, ("claim_comparison",))]
 
 
 def _unbacked_comparisons(chapter: int, cells) -> list[str]:
-    quotes = _comparison_quotes(cells)
+    """Comparative sentences that the code cells right after them do not back with a paired comparison.
+
+    A sentence with a comparison word next to a method's name must contain the quote of an
+    ``rl.claim_comparison`` in the first run of code cells after its markdown cell (not anywhere in the
+    chapter: a generic quote elsewhere must not back it). A sentence whose only backing is a "none"
+    verdict must say "no difference detected" or "inconclusive"; one that says the methods are alike
+    ("did as well", "did not pay") needs an "equivalent" verdict.
+    """
     exempt = [words for ch, words, _ in NOT_A_METHOD_COMPARISON if ch == chapter]
     problems = []
     for i, cell in enumerate(cells):
         if cell.cell_type != "markdown":
             continue
+        calls = [call for code in _following_code(cells, i) for call in _comparison_calls(code)]
         for sentence in _sentences(cell.source):
-            if not (COMPARISON_WORD.search(sentence) and METHOD_NAME.search(sentence)):
+            backing = [expect for quote, expect in calls if quote in sentence]
+            for expect in backing:
+                if expect == "none" and not NONE_WORDING.search(sentence):
+                    problems.append(f"cell {i}: a 'none' verdict backs a sentence that does not say \"no difference "
+                                    f"detected\" or \"inconclusive\": {sentence[:200]!r}")
+            if any(w in sentence for w in exempt):
                 continue
-            if any(q in sentence for q in quotes) or any(w in sentence for w in exempt):
+            if EQUALITY_WORD.search(sentence) and METHOD_NAME.search(sentence) and "equivalent" not in backing:
+                problems.append(f"cell {i}: a sentence says two methods are alike with no 'equivalent' verdict "
+                                f"(rl.claim_comparison(..., 'equivalent', margin=...)) after it: {sentence[:200]!r}")
                 continue
-            problems.append(f"cell {i}: a comparison with no rl.claim_comparison quoting it: {sentence[:200]!r}")
+            if not (COMPARISON_WORD.search(sentence) and METHOD_NAME.search(sentence)) or backing:
+                continue
+            problems.append(f"cell {i}: a comparison with no rl.claim_comparison quoting it in the code cell(s) that "
+                            f"follow: {sentence[:200]!r}")
     return problems
 
 
@@ -218,8 +277,9 @@ def test_the_patterns_catch_what_they_should():
 
 def test_the_comparison_rule_catches_an_unbacked_sentence():
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("CISPO beats GRPO here. Both learn. DAPO is no worse than RLOO."),
-                nbformat.v4.new_code_cell('rl.claim_comparison("DAPO is no worse than RLOO", c, "none")')]
+    nb.cells = [nbformat.v4.new_markdown_cell("CISPO beats GRPO here. Both learn. Between DAPO and RLOO no difference "
+                                              "detected at this scale."),
+                nbformat.v4.new_code_cell('rl.claim_comparison("Between DAPO and RLOO no difference detected", c, "none")')]
     problems = _unbacked_comparisons(99, nb.cells)
     assert len(problems) == 1 and "CISPO beats GRPO" in problems[0]
-    assert _quotes(nb.cells[1]) == ["DAPO is no worse than RLOO"]  # claim_comparison quotes are checked too
+    assert _quotes(nb.cells[1]) == ["Between DAPO and RLOO no difference detected"]  # claim_comparison quotes are checked too

@@ -17,7 +17,7 @@ def test_every_failure_is_listed_and_the_chapter_runs_to_its_end(tmp_path, capsy
     source = tmp_path / "99_toy.py"
     source.write_text(
         "import rlbook as rl\n"
-        "rl.claim('about 350', 300, 350, rel=0.05)\n"             # fails
+        "rl.claim('about 350', 300, 350)\n"             # fails
         "rl.claim('more than 0.3', 0.4, low=0.3)\n"                # holds
         "assert 1 + 1 == 3, 'arithmetic broke'\n"                   # fails
         "rl.claim_in_spread('a typical run', 9.0, [1.0, 1.1, 0.9])\n"  # fails
@@ -35,7 +35,7 @@ def test_the_real_checks_are_restored_afterwards(tmp_path):
     import rlbook as rl
 
     source = tmp_path / "98_toy.py"
-    source.write_text("import rlbook as rl\nrl.claim('about 350', 300, 350, rel=0.05)\n")
+    source.write_text("import rlbook as rl\nrl.claim('about 350', 300, 350)\n")
     _tool().check_chapter(source)
     with pytest.raises(AssertionError):
-        rl.claim("about 350", 300, 350, rel=0.05)
+        rl.claim("about 350", 300, 350)
