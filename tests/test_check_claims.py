@@ -39,3 +39,13 @@ def test_the_real_checks_are_restored_afterwards(tmp_path):
     _tool().check_chapter(source)
     with pytest.raises(AssertionError):
         rl.claim("about 350", 300, 350)
+
+
+def test_each_chapter_starts_with_the_default_dtype(tmp_path):
+    """A chapter that sets float64 (chapters 2, 4, 5 do, for exact checks) must not leak it into the next one."""
+    first, second = tmp_path / "96_sets.py", tmp_path / "97_reads.py"
+    first.write_text("import torch\ntorch.set_default_dtype(torch.float64)\n")
+    second.write_text("import torch\nassert torch.get_default_dtype() == torch.float32, 'float64 leaked'\n")
+    tool = _tool()
+    assert tool.check_chapter(first) == []
+    assert tool.check_chapter(second) == []
