@@ -351,7 +351,7 @@ wrong_mass = probs.sum() - probs[int(q.answer)]
 one_digit_share = float(probs[one_digit_off].sum() / wrong_mass)
 print(f"share of the wrong answers' mass on the {int(one_digit_off.sum())} answers one digit away: {one_digit_share:.2f}")
 assert one_digit_share > 0.5, "most of the wrong mass should be one digit away"
-rl.claim("roughly 40% of it", probs[int(q.answer)], 0.4, abs=0.15);
+rl.claim("roughly 40% of it", probs[int(q.answer)], 0.4);  # the words allow ±0.1
 
 # %% [markdown]
 # The checkpoint saved in §8.4 is an ordinary `save_pretrained` folder (in the git-ignored `runs/`),
@@ -469,7 +469,8 @@ assert slip_share > right_share
 # computed above, the small excess of right labels coming from random digit changes that happen to
 # undo a slip.)
 #
-# GRPO then helps much less than in chapter 9. In expectation its gradient does favour the right
+# We therefore predict that GRPO helps much less than in chapter 9 (the exercise's run tests it; this
+# solution does not train). In expectation its gradient does favour the right
 # answer, but the signal from a problem is proportional to how often both a right and a wrong answer
 # appear in its group, and the right answer is now a minority that is rarely sampled. Meanwhile RL
 # sharpens the policy everywhere (the entropy curve falls quickly), and on a carry problem sharpening

@@ -557,13 +557,13 @@ assert clip_share > 0.0 and float(np.max(offpolicy_history["kl"])) > 0.0
 # for 30 steps on seeds 0–9 from this supervised model (seed $k$ of both draws the same first prompts and
 # samples, so the per-seed differences cancel the luck they share), and the cell below prints its saved
 # table and the paired differences. With $\mu = 4$ and $\beta = 0.04$ the reward climbs faster per step
-# (the mean training reward over the 30 steps is higher on every seed), and the policy also drifts
-# further from the reference (the KL at the last step): a penalty of $\beta = 0.04$ does not stop that
-# drift. The two configurations differ in $\mu$ and $\beta$ at once, so these intervals credit the pair,
+# (the mean training reward over the 30 steps is higher on every seed), and the pair $\mu = 4$,
+# $\beta = 0.04$ also drifts further from the reference (the KL at the last step), penalty and all. The
+# two configurations differ in $\mu$ and $\beta$ at once, so these intervals credit the pair,
 # not either change alone (rerun with `kl_coef=0.0` and with `kl_coef=0.4` to separate them), and "per
-# step" hides that each step of the second run does four times the gradient work. The clipped share sits
-# above zero throughout: the clip doing its job of stopping a token's ratio once it has gone
-# $\varepsilon$ in the helpful direction. On this small task the on-policy run reaches the chapter's
+# step" hides that each step of the second run does four times the gradient work. The clipped share of
+# seed 0 is above zero (its mean over the run is printed above): the clip is acting, stopping a token's
+# ratio once it has gone $\varepsilon$ in the helpful direction. On this small task the on-policy run reaches the chapter's
 # target without either, which is why the book's main run leaves them off; on a real model, where
 # sampling is the expensive part, reusing each batch for several passes is the reason the clip exists.
 
@@ -600,8 +600,12 @@ rl.report_headline(
 # RL from the verifiable reward did what supervised learning on noisy labels could not: it moved the
 # probability mass onto the answers the verifier accepts. Note what it mostly did *not* do: teach the
 # model something it did not know, since the right answer was already its favourite (high greedy
-# accuracy and pass@8 before RL). Sharpening what a model already half-knows is typical of RL from
-# verifiable rewards on large models too; `SFTConfig(carry_noise=0.6)` builds a model whose favourite
+# accuracy and pass@8 before RL). Whether large models behave the same way is debated. Yue et al. 2025
+# (arXiv:2504.13837) compared base and RL-trained models by pass@k up to large $k$ and found that RL with
+# verifiable rewards mostly sharpens what the base model can already produce (chapter 15 returns to
+# this); ProRL (Liu et al. 2025, arXiv:2505.24864) reports the opposite after much longer RL training,
+# with the trained model solving problems that the base model does not solve even with many samples.
+# `SFTConfig(carry_noise=0.6)` builds a model whose favourite
 # answer is *systematically* wrong on some problems (exercise 6), and there the same reasoning predicts
 # that GRPO gains less, since sharpening concentrates the mass on the slip; exercise 6 asks you to measure it.
 #

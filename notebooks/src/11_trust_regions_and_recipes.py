@@ -17,8 +17,9 @@
 # **Goals.** By the end of this chapter you can
 # * make GRPO's clip and KL penalty act (several minibatches per generation, $\beta > 0$) and read the
 #   clip fraction, the spread of the ratio and the KL as they move;
-# * explain, with measurements, why the sampled token's probability ratio is a poor proxy for how far
-#   the policy moved, especially on rare tokens;
+# * compare, on one batch, three measures of how far the policy moved at a token (the sampled token's
+#   ratio, the exact total variation of the position and DPPO's binary TV), and say which of them misses
+#   the movement at the positions of rare tokens;
 # * say which tokens keep a gradient under PPO's clip, CISPO, GSPO and DPPO on the same batch;
 # * use ProRL's reference reset, Magistral's advantage normalisation and ScaleRL's choices as
 #   `GRPOConfig` settings, and fit ScaleRL's sigmoid of reward against compute;
@@ -31,7 +32,8 @@
 # **Why this chapter?** A trust region keeps one update from moving the policy too far from the one
 # that sampled the data. PPO measures "too far" by the ratio $\rho_t = \pi_\theta(o_t)/\pi_{\text{old}}(o_t)$
 # of the one token that was sampled, and for a language model with a large vocabulary and many rare
-# tokens that measure is odd. The newest methods (CISPO, GSPO, DPPO) each replace it with something
+# tokens that measure has been called odd (our character-level model has a small vocabulary, so §11.2
+# measures the argument rather than assuming it). The newest methods (CISPO, GSPO, DPPO) each replace it with something
 # else, and the large-scale studies (ProRL, Magistral, ScaleRL) each settle on a recipe. We take them
 # in turn on chapter 10's model.
 
@@ -92,16 +94,18 @@ print(f"mean over steps: clip fraction {np.mean(offpolicy['clip_fraction']):.4f}
       f"KL {np.mean(offpolicy['kl']):.4f}; reward {offpolicy['reward'][0]:.2f} -> {offpolicy['reward'][-1]:.2f}")
 
 # %% [markdown]
-# All three are now non-zero at every step: a small share of tokens hits the clip, the ratios spread
-# around 1, and the KL to the supervised model grows while the penalty pulls against it.
+# All three are now non-zero: the clip fraction and the spread of the ratio at every step, the KL from
+# the second step on (the first step starts from the supervised model itself). A small share of tokens
+# hits the clip, the ratios spread around 1, and the KL to the supervised model grows while the
+# penalty pulls against it.
 
 # %%
-rl.claim("All three are now non-zero at every step",
+rl.claim("All three are now non-zero",
          min(np.min(offpolicy["clip_fraction"]), np.min(offpolicy["ratio_std"]), np.min(offpolicy["kl"][1:])), low=1e-9)
 rl.claim("the KL to the supervised model grows", offpolicy["kl"][-1] - offpolicy["kl"][1], low=0.0)
 
 # %% [markdown]
-# ## 11.2 The ratio of one token is a poor measure of distance
+# ## 11.2 Ratio, exact TV and binary TV on one batch
 #
 # How far did the policy move? The honest answer is a divergence between the two *distributions*
 # over the next token, for instance the total variation
@@ -118,7 +122,11 @@ rl.claim("the KL to the supervised model grows", offpolicy["kl"][-1] - offpolicy
 # Measure it: sample a batch with the supervised model ($\pi_{\text{old}}$), score it under the
 # model of §11.1 (`grpo_b004_mu2_mb2`, $\pi_\theta$, twenty training steps later), and compare $|\rho_t - 1|$ with the exact
 # TV of each position, and with DPPO's cheap *binary* TV, $|\pi_\theta(o_t) - \pi_{\text{old}}(o_t)|$, which
-# needs only the sampled token's two probabilities.
+# needs only the sampled token's two probabilities. Two cautions on scale. Our vocabulary has 17 tokens,
+# not the hundred thousand of a production model, so the exact TV is a sum of 17 terms here and "rare"
+# means a token the supervised model gave less than 0.1. And twenty GRPO steps (80 optimiser steps) are
+# far more than one update moves a policy, so the batch shows *where* the measures part, not how often
+# they would within one step.
 
 # %%
 forbidden = rl.lm.forbidden_token_ids(tok)
@@ -149,6 +157,8 @@ tv_exact = 0.5 * (probs_new - probs_old).abs().sum(-1)[mask]
 ratio = p_new / p_old
 binary_tv = rl.binary_tv(p_new.log(), p_old.log())
 rare, common = p_old < 0.1, p_old >= 0.5
+print(f"vocabulary: {probs_old.shape[-1]} tokens ({len(forbidden)} of them never allowed in a completion)")
+rl.claim("Our vocabulary has 17 tokens", probs_old.shape[-1], 17)
 print(f"{int(mask.sum())} completion tokens: {int(rare.sum())} rare (π_old < 0.1), {int(common.sum())} likely (π_old ≥ 0.5)")
 flags = {"|ρ − 1| > 0.2": (ratio - 1).abs() > 0.2, "exact TV > 0.15": tv_exact > 0.15, "binary TV > 0.15": binary_tv > 0.15}
 for name, sel in (("rare", rare), ("likely", common)):
@@ -171,35 +181,51 @@ axes[1].set_title("DPPO's binary TV: a cheap lower bound", fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
-# The left panel is DPPO's point, with a twist. Rare sampled tokens (dark) sit high: for them the median
-# $|\rho - 1|$ is about four times the median TV of their position, and PPO's clip (which fires at
-# $|\rho - 1| > 0.2$) flags nearly all of them (at least nine in ten). But these positions did move. The
-# rare tokens were sampled where the supervised model was unsure (mostly the digits of the answer),
-# which is exactly where RL sharpens the policy, and most of them moved by more than DPPO's $\tau =
-# 0.15$ in exact TV. The binary TV (right), which sees only the sampled token's own probability, flags
-# almost none of them (nine in ten are below $\tau$). It is never above the exact TV (exercise 2) and
-# close to it for likely tokens, but at a rare token's position it sees only a small part of the
-# movement, since most of the probability that moved belongs to other tokens. For likely tokens the
-# ratio and the binary TV each flag most of the positions the exact TV flags (the printout gives the
-# three shares; how close they come moves from one machine's run to another's): there the ratio is not
-# quiet, so on this batch the mismatch is at the rare tokens. There the ratio is louder than the movement and the binary TV quieter
-# than it: a trust region built on the binary TV relaxes the constraint exactly at the positions where
-# the distribution changed most.
+# The left panel shows where the three measures part, and it is not DPPO's example of a rare token
+# rising. Almost all the rare sampled tokens (dark) *fell*: more than nine in ten have $\rho < 1$, most
+# of them far below (the printout gives the share and the quartiles of their $\rho$). They were sampled
+# where the supervised model was unsure (mostly the digits of the answer), which is exactly where RL
+# sharpens the policy, and twenty steps later the policy has all but stopped producing them. For a
+# falling token $|\rho - 1|$ cannot exceed 1, so its size there is close to that ceiling whatever the
+# position did; the ratio is a relative change, the TV a probability mass, and their sizes do not
+# compare. Their *flags* do. Read at the chapter's thresholds (the clip fires at $|\rho - 1| > 0.2$, and a
+# TV above $\tau = 0.15$ counts as moved), the ratio's flag agrees with the exact TV's flag: over all the
+# tokens of the batch Cohen's κ between the two is above 0.9, and it is lower for the binary TV's flag
+# (κ is the agreement beyond what two flags of the same rates would reach by chance; 1 is perfect). At
+# the rare tokens the ratio flags nearly all of them (at least nine in ten), and most of them did move
+# by more than $\tau = 0.15$ in exact TV.
+#
+# The measure that misses that movement is the binary TV (right), which sees only the sampled token's
+# own probability: it flags almost none of the rare tokens (nine in ten are below $\tau$). It is never
+# above the exact TV (exercise 2) and close to it for likely tokens, but at a rare token's position it
+# sees only a small part of the movement, since most of the probability that moved belongs to other
+# tokens. For likely tokens the ratio and the binary TV each flag most of the positions the exact TV
+# flags (the printout gives the three shares; how close they come moves from one machine's run to
+# another's). So on this batch the mismatch is between the binary TV and the exact TV, at the rare
+# tokens: a trust region built on the binary TV relaxes the constraint at the positions where the
+# distribution changed most.
 
 # %%
-from scipy import stats
+def cohen_kappa(x, y):
+    """Agreement of two yes/no flags beyond chance: (observed − chance) / (1 − chance)."""
+    x, y = x.float(), y.float()
+    observed = (x == y).float().mean()
+    chance = x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean())
+    return float((observed - chance) / (1 - chance))
+
 
 deviation = (ratio - 1).abs()
-rare_gap = float(deviation[rare].median() / tv_exact[rare].median())
-# its spread on this batch: a paired bootstrap over the rare tokens (both medians resampled together)
-gap_ci = stats.bootstrap((deviation[rare].numpy(), tv_exact[rare].numpy()),
-                         lambda a, b, axis: np.median(a, axis=axis) / np.median(b, axis=axis), paired=True,
-                         vectorized=True, method="percentile", n_resamples=2000, rng=np.random.default_rng(0)).confidence_interval
-print(f"rare tokens: median |ρ − 1| / median exact TV {rare_gap:.1f} (95 % bootstrap interval over the "
-      f"{int(rare.sum())} rare tokens: {gap_ci.low:.1f} to {gap_ci.high:.1f}); 10th percentile of |ρ − 1| {torch.quantile(deviation[rare], 0.1):.2f}")
-rl.claim("about four times the median TV of their position", rare_gap, 4.0, abs=max(rare_gap - gap_ci.low, gap_ci.high - rare_gap))
-rl.claim("flags nearly all of them (at least nine in ten)", torch.quantile(deviation[rare], 0.1), low=0.2)  # its 10th percentile
-rl.claim("most of them moved by more than DPPO's $\\tau = 0.15$ in exact TV", flags["exact TV > 0.15"][rare].float().mean(), low=0.5)
+falling = float((ratio[rare] < 1).float().mean())
+kappa = {name: cohen_kappa(flags[name], flags["exact TV > 0.15"]) for name in ("|ρ − 1| > 0.2", "binary TV > 0.15")}
+print(f"rare tokens with ρ < 1: {falling:.2f}; quartiles of their ρ: "
+      + ", ".join(f"{v:.3f}" for v in torch.quantile(ratio[rare], torch.tensor([0.25, 0.5, 0.75]))))
+print("Cohen's κ against the exact-TV flag, over all", int(mask.sum()), "tokens: "
+      + ", ".join(f"{name} {k:.2f}" for name, k in kappa.items()))
+rl.claim("more than nine in ten have $\\rho < 1$", falling, low=0.9)
+rl.claim("Cohen's κ between the two is above 0.9", kappa["|ρ − 1| > 0.2"], low=0.9)
+rl.claim("it is lower for the binary TV's flag", kappa["|ρ − 1| > 0.2"] - kappa["binary TV > 0.15"], low=0.0)
+rl.claim("the ratio flags nearly all of them (at least nine in ten)", torch.quantile(deviation[rare], 0.1), low=0.2)  # its 10th percentile
+rl.claim("most of them did move by more than $\\tau = 0.15$ in exact TV", flags["exact TV > 0.15"][rare].float().mean(), low=0.5)
 rl.claim("nine in ten are below $\\tau$", torch.quantile(binary_tv[rare], 0.9), high=0.15)  # its 90th percentile
 rl.claim("sees only a small part of the movement", float(binary_tv[rare].median() / tv_exact[rare].median()), high=0.25)
 exact_share = flags["exact TV > 0.15"][common].float().mean()
@@ -228,7 +254,11 @@ for name in ("|ρ − 1| > 0.2", "binary TV > 0.15"):
 #   ratios, clipped with a band of $3 \cdot 10^{-4}$ / $4 \cdot 10^{-4}$; a whole answer keeps or loses its
 #   gradient together.
 # * **DPPO** (Qi et al. 2026): a token is masked when its binary TV exceeds $\tau = 0.15$ *and* the
-#   update would push the probability further the same way.
+#   update would push the probability further the same way. This is the paper's *binary*
+#   approximation of the divergence. The paper also proposes a *Top-K* approximation, which keeps the
+#   probabilities of the $K$ most likely tokens of the position besides the sampled one and so sees
+#   movement away from the sampled token; with our 17 tokens even the exact TV would be cheap. We test
+#   only the binary form, the one that needs nothing beyond the sampled token's two probabilities.
 
 # %%
 rewards = torch.tensor([task.reward(problems[i // 8].prompt, text) for i, text in enumerate(batch.texts)])
@@ -328,8 +358,12 @@ assert np.all(np.asarray(prorl["kl"])[resets + 1] > 0)
 # centres each reward on its group's mean, as GRPO does, then divides by the standard deviation of
 # these centred values over the whole *minibatch* instead of by each group's own. A group with 7 of 8
 # right no longer has its advantages inflated by its small std (chapter 10's difficulty bias), while
-# the scale of the advantages stays fixed. `rl.magistral_advantages` does it, and `train_grpo` calls
-# it once per minibatch (`GRPOConfig.recipe("magistral")`):
+# the scale of the advantages stays fixed. Within one minibatch the divisor is a single number, so
+# the advantage is Dr. GRPO's centred reward (chapter 10) times one constant per minibatch; the printed
+# ratio of pushes below is the one chapter 10 found for Dr. GRPO. `rl.magistral_advantages` does it,
+# and `train_grpo` calls it once per minibatch (`GRPOConfig.recipe("magistral")`). One difference from
+# the report: Magistral drops the groups whose answers all score the same, while the library's recipe
+# keeps DAPO's dynamic sampling, which resamples them.
 
 # %%
 mixed = torch.tensor([1.0] * 7 + [0.0] + [1.0] * 4 + [0.0] * 4 + [1.0, 0.0] * 4, dtype=torch.float64)
@@ -342,6 +376,9 @@ for g, name in enumerate(("7 of 8 right", "4 of 8 right", "4 of 8 right (interle
 print(f"Magistral over the minibatch: mean {magistral.mean():+.1e}, std {magistral.std(unbiased=False):.6f}")
 assert torch.allclose(magistral.view(3, 8).mean(1), torch.zeros(3, dtype=torch.float64), atol=1e-12)
 assert abs(magistral.std(unbiased=False).item() - 1.0) < 1e-9
+push_ratio = magistral[:8].abs().sum() / magistral[8:16].abs().sum()
+print(f"push on the 7-of-8 group relative to a half-right one: {push_ratio:.4f} (Dr. GRPO in chapter 10: 0.4375)")
+rl.claim("the one chapter 10 found for Dr. GRPO", push_ratio, 0.4375, abs=1e-9)
 
 # %% [markdown]
 # Zero mean in every group and unit std over the minibatch, and the nearly solved group gets less
@@ -464,8 +501,8 @@ assert err_head32 < err_bf16
 # The float32 head cuts the error of the log-probabilities (by the share printed above, which moves with
 # the model's weights from one machine to another) but does not remove it; the rest is already in the
 # bfloat16 hidden states. What it buys at scale is agreement between two programs (the sampler's
-# kernels and the trainer's) on the soft-max's tail, where rare tokens live and where, as §11.2
-# showed, a small absolute change is a large ratio.
+# kernels and the trainer's) on the soft-max's tail, where rare tokens live and where, as
+# §11.2's examples showed, a small absolute change is a large ratio.
 
 # %%
 rl.claim("The float32 head cuts the error of the log-probabilities", cut_low, low=0.0)  # the interval excludes no cut
@@ -487,7 +524,25 @@ rl.claim("but does not remove", cut_high, high=1.0)  # ... and a full cut
 # squares with $R_0$ fixed):
 
 # %%
-curves = {}
+def identify(compute, reward, fit, samples=800, repeats=200, seed=0):
+    """§11.8's rule for one run: no A on its bound of 1, and C_mid's interval inside the evaluated compute.
+
+    One run has no seeds, so the interval is a parametric bootstrap over the evaluation noise: every evaluated
+    pass rate is redrawn as a share of `samples` (100 problems × 8 here) and (11.1) refitted. It ignores that
+    the same problems are used at every evaluation, so it is if anything too narrow."""
+    rng = np.random.default_rng(seed)
+    c_mids = [rl.fit_compute_curve(compute[1:], rng.binomial(samples, reward[1:]) / samples, r0=reward[0])["c_mid"]
+              for _ in range(repeats)]
+    low, high = np.percentile(c_mids, [2.5, 97.5])
+    ok = fit["asymptote"] < 1 - 1e-6 and compute[1] <= low and high <= compute[-1]
+    return bool(ok), (float(low), float(high))
+
+
+def c_mid_text(fit, ok):
+    return f"{fit['c_mid']:.0f}" if ok else "not identified"
+
+
+curves, run_identified = {}, {}
 EVAL = dict(num_steps=rl.by_size(small=30, full=120), eval_every=5, eval_num_problems=100)
 for name, config in {"grpo_b004_mb1": rl.GRPOConfig.recipe("grpo", **RUN, **EVAL),
                      "cispo_mb1": rl.GRPOConfig.recipe("cispo", **RUN, **EVAL)}.items():
@@ -495,23 +550,34 @@ for name, config in {"grpo_b004_mb1": rl.GRPOConfig.recipe("grpo", **RUN, **EVAL
     compute, reward = np.asarray(h["eval_completions"], float), np.asarray(h["eval_pass@1"], float)
     fit = rl.fit_compute_curve(compute[1:], reward[1:], r0=reward[0])
     curves[name] = (compute, reward, fit)
-    print(f"{name:<14} A = {fit['asymptote']:.3f}, C_mid = {fit['c_mid']:.0f} completions, B = {fit['exponent']:.2f}, "
+    run_identified[name], (c_low, c_high) = identify(compute, reward, fit)
+    print(f"{name:<14} A = {fit['asymptote']:.3f}{' (on its bound)' if fit['asymptote'] >= 1 - 1e-6 else ''}, "
+          f"C_mid = {c_mid_text(fit, run_identified[name])} (95 % interval over the evaluation noise {c_low:.0f} to "
+          f"{c_high:.0f}; evaluated from {compute[1]:.0f} to {compute[-1]:.0f} completions), B = {fit['exponent']:.2f}, "
           f"rmse {fit['rmse']:.3f}")
 fig, ax = plt.subplots(figsize=(6.5, 3), dpi=80)
 grid = np.geomspace(200, 1e5, 200)
 for (name, (compute, reward, fit)), color in zip(curves.items(), ("tab:blue", "tab:orange")):
     ax.plot(compute[1:], reward[1:], "o", color=color, label=f"{name}: measured")
     ax.plot(grid, rl.sigmoid_compute_curve(grid, fit["r0"], fit["asymptote"], fit["c_mid"], fit["exponent"]), color=color,
-            label=f"fit: A = {fit['asymptote']:.2f}, C_mid = {fit['c_mid']:.0f}")
+            label=f"fit: A = {fit['asymptote']:.2f}, C_mid {c_mid_text(fit, run_identified[name])}")
 ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("held-out pass@1 (100 problems)")
 ax.set_title("Sigmoid compute curves (11.1)", fontsize=10); ax.legend(fontsize=7);
 
 # %% [markdown]
-# Both curves are fitted well (small residuals) and both runs went on well past their fitted
-# $C_{\text{mid}}$. Read the fitted values with care, though: each is one fit to one run, with no
-# interval. The measured points are what the runs established; the fitted $A$ and $C_{\text{mid}}$ are
-# estimates whose spread a single run does not show. The same code on a different CPU (whose float
-# order trains a slightly different supervised model) has put both asymptotes on the upper bound of 1
+# Both curves are fitted well (small residuals). Whether a fit pins down $C_{\text{mid}}$ is decided by
+# the rule §11.8 applies to its benchmark: no $A$ on its bound of 1, and an interval for $C_{\text{mid}}$
+# inside the range of compute that was evaluated (outside it, the value is an extrapolation). One run has
+# no seeds to give that interval, so the cell redraws every evaluated point from its own noise (a pass
+# rate over 800 samples) and refits, 200 times; that interval ignores that the same 100 problems are used
+# at every evaluation, so it is if anything too narrow, and a fit that fails the rule with it would fail
+# with a wider one too. These runs evaluate at the start and then every 5 steps, so the first point
+# after the start is at 1280 completions: a $C_{\text{mid}}$ below it comes from the shape of the
+# sigmoid, not from a measurement. In the run printed here neither fit passes the rule, and the printout
+# and the figure say "not identified" instead of a number. The measured points are what the runs
+# established; the fitted $A$ and $C_{\text{mid}}$ are estimates whose spread a single run barely shows.
+# The same code on a different CPU (whose float order trains a slightly different supervised model)
+# has put both asymptotes on the upper bound of 1
 # that the fit allows for a pass rate, or one of them well below it, and so can reorder the two runs.
 # A fitted $A$ on that bound says only that the data did not contradict it. The next experiment shows
 # how far the fitted values move with the evaluation noise alone, and §11.8 fits (11.1) to every seed
@@ -520,21 +586,24 @@ ax.set_title("Sigmoid compute curves (11.1)", fontsize=10); ax.legend(fontsize=7
 # %%
 for name, (compute, _, fit) in curves.items():
     rl.claim("fitted well (small residuals)", fit["rmse"], high=0.06)
-    rl.claim("went on well past their fitted", compute[-1] / fit["c_mid"], low=3.0)
+rl.claim("In the run printed here neither fit passes the rule", sum(run_identified.values()), 0, abs=0)
 
 # %% [markdown]
-# Past $C_{\text{mid}}$ the curve has bent over, and our runs saw the bend. What if a run stops
-# before the bend, as a short run on a hard task does? Take `grpo_b004_mb1`'s fitted curve as the truth, draw
-# noisy evaluations from it (800 samples each, as ours: 100 problems × 8) at six compute values up to
-# $C_{\text{mid}}/2$ only, and fit (11.1) again; repeat 20 times. Then the same with six values up to
-# $10\,C_{\text{mid}}$:
+# How much can evaluations like ours say about the two parameters? Take `grpo_b004_mb1`'s fitted curve
+# as the truth, draw noisy evaluations from it (800 samples each, as ours: 100 problems × 8) at six
+# compute values from $C_{\text{mid}}/20$ up to $C_{\text{mid}}/2$ only, as for a run stopped before the
+# bend, and fit (11.1) again; repeat 20 times. Then the same with six values up to $10\,C_{\text{mid}}$,
+# and at the design of our own runs: six evaluations at 1280, 2560, …, 7680 completions, with nothing
+# measured between the start and 1280:
 
 # %%
 truth = curves["grpo_b004_mb1"][2]
 rng = np.random.default_rng(0)
 spread = {}
-for label, top in (("up to C_mid / 2", 0.5), ("up to 10 C_mid", 10.0)):
-    points = np.geomspace(truth["c_mid"] / 20, truth["c_mid"] * top, 6)
+designs = {"up to C_mid / 2": np.geomspace(truth["c_mid"] / 20, truth["c_mid"] / 2, 6),
+           "up to 10 C_mid": np.geomspace(truth["c_mid"] / 20, truth["c_mid"] * 10, 6),
+           "our design": curves["grpo_b004_mb1"][0][1:]}  # the evaluated compute of §11.7's runs
+for label, points in designs.items():
     mean = rl.sigmoid_compute_curve(points, truth["r0"], truth["asymptote"], truth["c_mid"], truth["exponent"])
     fits = [rl.fit_compute_curve(points, rng.binomial(800, mean) / 800, r0=truth["r0"]) for _ in range(20)]
     a_values, c_values = np.array([f["asymptote"] for f in fits]), np.array([f["c_mid"] for f in fits])
@@ -548,7 +617,10 @@ for label, top in (("up to C_mid / 2", 0.5), ("up to 10 C_mid", 10.0)):
 # a fitted $C_{\text{mid}}$ that varies more than fivefold: the early part of a sigmoid is nearly the
 # same for a high asymptote reached late and a lower one reached early. With the bend in the data the
 # ranges shrink severalfold; how far depends on the steepness $B$, since a shallow curve is still
-# rising at $10\,C_{\text{mid}}$. Hence ScaleRL's practice of fitting only runs long enough to have bent
+# rising at $10\,C_{\text{mid}}$. The third line is the one that applies to §11.7: it starts at 1280
+# completions, so whatever it gives for $C_{\text{mid}}$ rests on no point below that, and how tightly
+# it pins the parameters depends on where the true $C_{\text{mid}}$ falls against 1280, which is
+# what the fit was meant to find. Hence ScaleRL's practice of fitting only runs long enough to have bent
 # over, and the caution this section owes its own two fits: an asymptote extrapolated from the start of a curve
 # deserves little trust, and one that lands on the bound of 1 says only that the data did not
 # contradict it.
@@ -566,7 +638,9 @@ rl.claim("the ranges shrink severalfold", min((early_a[1] - early_a[0]) / max(la
 #
 # `benchmarks/grpo_variants.py` trains the family from ten supervised models (seeds 0 to 9 of chapter
 # 10's recipe), every configuration with the same budget of generated completions (10 240: 40 steps of
-# 32 prompts × 8) and two minibatches per generation, and evaluates on 300 held-out problems with 16
+# 32 prompts × 8; a step is never cut short, so `dapo` and `prorl_reset10`, which resample groups with
+# no signal, overshoot it by a few hundred completions on average) and two minibatches per generation,
+# and evaluates on 300 held-out problems with 16
 # samples each. The seeds are *paired*: seed $k$ of every configuration starts from the same
 # supervised model, draws the same first prompts and is evaluated on the same problems with the same
 # sampling seed, so the difference between two configurations on seed $k$ cancels the luck they share,
@@ -586,6 +660,9 @@ bench = rl.benchmark_results("grpo_variants")
 summary, per_seed = bench["summary"], bench["per_seed"]
 FAMILY = ["grpo_b0", "grpo_b004", "dr_grpo", "dapo", "rloo", "cispo", "gspo", "maxrl", "dppo", "prorl_reset10", "scalerl",
           "ppo_critic_b004"]
+for name in ("dapo", "prorl_reset10"):
+    rl.claim("overshoot it by a few hundred completions on average", summary[name]["completions"][0] - bench["budget"],
+             low=100, high=999)
 ONE_CHANGE = ["grpo_b0_no_std", "grpo_b0_fixed_length", "grpo_b0_token_mean"]  # each changes one field of grpo_b0
 
 
@@ -633,11 +710,17 @@ axes[1].set_title("Accuracy against the length of right answers (95 % CIs)", fon
 plt.tight_layout();
 
 # %% [markdown]
-# Which differences are real? Each pair below differs in one part (the last column of the printout
-# says which), so its paired difference measures that part, at this scale:
+# Which differences are real? Each of the first twelve pairs below differs in one part (the last column
+# of the printout says which), so its paired difference measures that part, at this scale; the last two
+# set a full published recipe against its simplest component. Fourteen pairs in two metrics make 28
+# tests at the 95 % level, and with no true difference anywhere about 1.4 of them would come out
+# "detected" by chance. So the printout also gives each p-value adjusted for the number of tests
+# (`rl.adjust_p_values`): Holm's (Holm 1979), which bounds the chance of *any* false positive among the
+# 28 (the family-wise error rate), and Benjamini and Hochberg's (1995), which bounds the expected
+# share of false positives among the comparisons called detected (the false discovery rate).
 
 # %%
-PAIRS = {  # (A, B) -> the one part in which A differs from B
+PAIRS = {  # (A, B) -> the part(s) in which A differs from B
     ("grpo_b0_token_mean", "grpo_b0"): "token mean instead of per-answer mean",
     ("grpo_b0_fixed_length", "grpo_b0"): "Dr. GRPO's fixed-length normaliser",
     ("grpo_b0_no_std", "grpo_b0"): "no group std in the advantage",
@@ -650,15 +733,28 @@ PAIRS = {  # (A, B) -> the one part in which A differs from B
     ("grpo_b004", "grpo_b0"): "the KL penalty, β = 0.04",
     ("maxrl", "grpo_b0"): "MaxRL's advantage",
     ("rloo", "grpo_b0"): "the leave-one-out baseline",
+    ("scalerl", "cispo"): "the rest of ScaleRL's recipe (several fields)",
+    ("dapo", "grpo_b0_token_mean"): "the rest of DAPO's recipe (four parts)",
 }
+METRICS = ("pass@1", "len_right")
 paired = {metric: {pair: rl.compare(per_seed[pair[0]][metric], per_seed[pair[1]][metric], names=pair) for pair in PAIRS}
-          for metric in ("pass@1", "len_right")}
+          for metric in METRICS}
+family = [(metric, pair) for metric in METRICS for pair in PAIRS]  # every test this cell prints
+p_values = [paired[metric][pair].p_value for metric, pair in family]
+holm = dict(zip(family, rl.adjust_p_values(p_values, "holm")))
+bh = dict(zip(family, rl.adjust_p_values(p_values, "bh")))
 for metric, unit in (("pass@1", ""), ("len_right", " (tokens)")):
-    print(f"paired differences A − B in {metric}{unit}, mean [95 % CI] over {len(bench['seeds'])} seeds:")
+    print(f"paired differences A − B in {metric}{unit}, mean [95 % CI] over {len(bench['seeds'])} seeds, p, Holm-adjusted p, "
+          f"BH q:")
     for pair, what in PAIRS.items():
         c = paired[metric][pair]
-        print(f"  {pair[0] + ' − ' + pair[1]:<48}{c.mean_diff:+8.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}]  "
-              f"{c.verdict:<45}{what}")
+        print(f"  {pair[0] + ' − ' + pair[1]:<44}{c.mean_diff:+8.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}]  "
+              f"{c.verdict:<40} p {c.p_value:.3f}  Holm {holm[(metric, pair)]:.3f}  BH {bh[(metric, pair)]:.3f}  {what}")
+detected = [test for test in family if paired[test[0]][test[1]].verdict != rl.stats.NO_DIFFERENCE]
+rl.claim("make 28 tests", len(family), 28)
+rl.claim("about 1.4 of them would come out", 0.05 * len(family), 1.4)  # expected false positives at 95 %
+print(f"{len(family)} tests; detected at 95 % each: {len(detected)}; of those, kept by Holm (≤ 0.05): "
+      f"{sum(holm[t] <= 0.05 for t in detected)}, by BH (≤ 0.05): {sum(bh[t] <= 0.05 for t in detected)}")
 
 # %% [markdown]
 # What the paired comparisons say at this scale (ten seeds; "no difference detected at this scale"
@@ -670,36 +766,56 @@ for metric, unit in (("pass@1", ""), ("len_right", " (tokens)")):
 #   (`grpo_b0_fixed_length` against `grpo_b0`, higher pass@1). Dr. GRPO's other change, dropping the
 #   group std from the advantage (`grpo_b0_no_std`), moved neither: no difference detected at this scale.
 #   The per-answer mean does not forbid the working, it makes finding it a matter of luck: on some
-#   seeds `grpo_b0` learned to write it (right answers near 18 tokens) and on the others its right
+#   seeds `grpo_b0` learned to write it (right answers of 17 to 18 tokens) and on the others its right
 #   answers stayed short, between 6 and 11 tokens (the supervised models' were about 12), which is why
 #   its length interval is so wide. This is chapter 10's length bias, measured as a paired effect.
-# * **The critic did not pay.** PPO with a critic against GRPO at the same $\beta$
-#   (`ppo_critic_b004` against `grpo_b004`): no difference detected at this scale in pass@1, and its
-#   right answers were shorter. The group baseline costs nothing and did as well here. This pair's
-#   seed-to-seed spread is wide, though: ten seeds would detect a two-point difference less than half
-#   the time, so "as well" is a weak statement.
-# * **The trust regions: no difference detected at this scale.** With everything else held fixed,
-#   CISPO's loss against the clipped surrogate (`cispo` against `grpo_b0_token_mean`, the same $\beta$
-#   and aggregation), GSPO's sequence ratio and DPPO's mask (against `grpo_b0`), and clip-higher
-#   (`dapo_2_clip_higher` against `dapo_1_overlong_filter`): every interval contains 0. CISPO's gain
-#   over `grpo_b0` is real (`cispo` against `grpo_b0`, higher pass@1) but it is its token mean: at the same
-#   aggregation the difference vanishes, and there ten seeds would have detected a one-point difference
-#   with probability above 0.9. With two minibatches per generation the policy moves little between
-#   sampling and update, so a trust region has little to do.
+# * **The critic: inconclusive.** PPO with a critic against GRPO at the same $\beta$
+#   (`ppo_critic_b004` against `grpo_b004`) is inconclusive in pass@1: the interval runs from about
+#   four points below to one point above. This pair's seed-to-seed spread is wide: ten seeds would
+#   detect a two-point difference less than half the time, and at the measured spread detecting one
+#   with probability 0.8 would take 27 paired seeds (`rl.seeds_needed`). The critic's right answers
+#   were shorter (an interval below 0, which survives the false-discovery adjustment but not Holm's).
+#   The group baseline needs no second network; whether the critic buys accuracy here, ten seeds
+#   cannot say.
+# * **The trust regions: no difference detected at this scale in pass@1.** With everything else held
+#   fixed, CISPO's loss against the clipped surrogate (`cispo` against `grpo_b0_token_mean`, the same
+#   $\beta$ and aggregation), GSPO's sequence ratio and DPPO's mask (against `grpo_b0`), and clip-higher
+#   (`dapo_2_clip_higher` against `dapo_1_overlong_filter`): every pass@1 interval contains 0. DPPO's only
+#   just: its upper end is at zero to three decimals (p = 0.05), so no difference detected at this
+#   scale, but borderline lower. In the length of right answers clip-higher's interval lies below 0 (right answers a little
+#   shorter), a difference that survives neither adjustment for the 28 tests. CISPO's gain over
+#   `grpo_b0` is real (`cispo` against `grpo_b0`, higher pass@1) but it is its token mean: at the same
+#   aggregation no difference detected at this scale, and there ten seeds would have detected a
+#   one-point difference with probability above 0.9. Why the trust regions show so little is not
+#   measured here (the benchmark stores no clip or mask fractions). One hypothesis: with two minibatches
+#   per generation the policy may move little between sampling and update, leaving a trust region
+#   little to do; §11.3's batch, twenty steps apart, showed how differently the methods act once the
+#   policy has moved.
+# * **The full recipes.** Each full published recipe did worse in pass@1 than its simplest component
+#   at the same budget: `scalerl` below `cispo` (ScaleRL's other choices on top of CISPO's loss), and
+#   `dapo` below `grpo_b0_token_mean` (DAPO's four other parts on top of the token mean), each by about
+#   one point and on nine of the ten seeds. Neither pair isolates a part, since each changes several at
+#   once, and our runs are far shorter than those the recipes were designed for.
 # * **The rest.** The KL penalty (`grpo_b004` against `grpo_b0`) and RLOO's leave-one-out baseline:
 #   no difference detected at this scale. MaxRL's advantage raised pass@1 (`maxrl` against `grpo_b0`)
 #   and lengthened right answers: its weight on rare successes pushed more seeds to the working, even
 #   with the per-answer mean.
+# * **Many tests.** Of the 28 tests, those called detected above number twelve. Holm's adjustment keeps
+#   three of them: the pass@1 gains of the token mean and of the fixed-length normaliser over `grpo_b0`,
+#   and `dapo` below `grpo_b0_token_mean`. The Benjamini–Hochberg adjustment keeps every one except
+#   clip-higher's length effect. Read the others as detected one comparison at a time, at a false
+#   discovery rate of 5 %, not as a family with no false positive.
 # * **Asymptotes and efficiency.** The mean fitted $A$ lie between 0.91 and 0.99, none on the bound
 #   of 1, and $C_{\text{mid}}$ is identified for `cispo` alone: every other configuration fails one of
 #   the three conditions above. The table ranks no two configurations by efficiency.
 #
 # So of the published claims, at this scale on our model: the normalisation claims of Dr. GRPO (its
 # fixed-length normaliser, not its advantage without the std) and of DAPO (the token-level loss) hold
-# as paired effects; ScaleRL's prompt average is not isolated by any pair here (`scalerl` differs from
-# `cispo` in six fields at once); "the critic is unnecessary" holds in the weak sense above; and the
-# trust-region claims (CISPO, GSPO, DPPO, clip-higher) are neither confirmed nor refuted, in a regime
-# where the policy moves little per generation.
+# as paired effects, the first two verdicts that survive Holm's adjustment; ScaleRL's prompt average is
+# not isolated by any pair here (`scalerl` differs from `cispo` in six fields at once), and the full
+# ScaleRL and DAPO recipes did worse in pass@1 than their simplest components; whether "the critic is
+# unnecessary" is inconclusive; and the trust-region claims (CISPO, GSPO, DPPO, clip-higher) are
+# neither confirmed nor refuted.
 
 # %%
 import dataclasses
@@ -711,9 +827,9 @@ def pair(a, b, metric="pass@1"):
 
 token_mean, token_len = pair("grpo_b0_token_mean", "grpo_b0"), pair("grpo_b0_token_mean", "grpo_b0", "len_right")
 rl.claim_comparison("raised held-out pass@1 by about five points", token_mean, ">")
-rl.claim("raised held-out pass@1 by about five points", token_mean.mean_diff, 0.05, abs=(token_mean.ci_high - token_mean.ci_low) / 2)
+rl.claim("raised held-out pass@1 by about five points", token_mean.mean_diff, 0.05, abs=0.01)  # "about five points"
 rl.claim_comparison("lengthened right answers by about five tokens", token_len, ">")
-rl.claim("lengthened right answers by about five tokens", token_len.mean_diff, 5.0, abs=(token_len.ci_high - token_len.ci_low) / 2)
+rl.claim("lengthened right answers by about five tokens", token_len.mean_diff, 5.0)
 rl.claim_comparison("`grpo_b0_fixed_length` against `grpo_b0`, higher pass@1", pair("grpo_b0_fixed_length", "grpo_b0"), ">")
 rl.claim_comparison("Dr. GRPO's fixed-length normaliser alone did the same", pair("grpo_b0_fixed_length", "grpo_b0", "len_right"), ">")
 for metric in ("pass@1", "len_right"):
@@ -721,30 +837,68 @@ for metric in ("pass@1", "len_right"):
 b0_len = np.array(per_seed["grpo_b0"]["len_right"])
 long, short = b0_len[b0_len > 15], b0_len[b0_len <= 15]  # two groups of seeds, far apart
 print("grpo_b0, mean tokens of right answers per seed:", np.round(b0_len, 1).tolist())
-rl.claim("on some seeds `grpo_b0` learned to write it (right answers near 18 tokens)", long.min(), 18.0, abs=1.0)
+rl.claim("right answers of 17 to 18 tokens", long.min(), low=16.5)  # the words' whole numbers, rounded
+rl.claim("right answers of 17 to 18 tokens", long.max(), high=18.5)
 rl.claim("answers stayed short, between 6", short.min(), 6.0, abs=0.5)
 rl.claim("and 11 tokens", short.max(), 11.0, abs=0.5)
 rl.claim("(the supervised models' were about 12)", np.mean(bench["before"]["len_right"]), 12.0, abs=0.5)
 
 critic, critic_len = pair("ppo_critic_b004", "grpo_b004"), pair("ppo_critic_b004", "grpo_b004", "len_right")
-rl.claim_comparison("no difference detected at this scale in pass@1", critic, "none")
-rl.claim_comparison("The group baseline costs nothing and did as well here", critic, "none")
-rl.claim_comparison("right answers were shorter", critic_len, "<")
+rl.claim_comparison("is inconclusive in pass@1", critic, "none")
+rl.claim("about four points below", critic.ci_low, -0.04, abs=0.005)
+rl.claim("to one point above", critic.ci_high, 0.01, abs=0.005)
 critic_power = rl.paired_t_power(len(bench["seeds"]), 0.02, critic.sd_diff)
-print(f"power of {len(bench['seeds'])} paired seeds to detect a two-point difference, ppo_critic_b004 − grpo_b004: {critic_power:.2f}")
+critic_needed = rl.seeds_needed(0.02, critic.sd_diff)
+print(f"ppo_critic_b004 − grpo_b004, a two-point difference: power of {len(bench['seeds'])} paired seeds {critic_power:.2f}; "
+      f"paired seeds for power 0.8: {critic_needed}")
 rl.claim("ten seeds would detect a two-point difference less than half the time", critic_power, high=0.5, bounds=(0, 1))
+rl.claim("would take 27 paired seeds", critic_needed, 27)
+rl.claim_comparison("The critic's right answers were shorter", critic_len, "<")
+rl.claim("which survives the false-discovery adjustment but not Holm's", bh[("len_right", ("ppo_critic_b004", "grpo_b004"))],
+         high=0.05)
+rl.claim("but not Holm's", holm[("len_right", ("ppo_critic_b004", "grpo_b004"))], low=0.05)
 
 for a, b in (("cispo", "grpo_b0_token_mean"), ("gspo", "grpo_b0"), ("dppo", "grpo_b0"), ("dapo_2_clip_higher", "dapo_1_overlong_filter")):
-    rl.claim_comparison("The trust regions: no difference detected at this scale", pair(a, b), "none")
+    rl.claim_comparison("The trust regions: no difference detected at this scale in pass@1", pair(a, b), "none")
+dppo = pair("dppo", "grpo_b0")
+rl.claim_comparison("so no difference detected at this", dppo, "none")
+rl.claim("its upper end is at zero to three decimals", dppo.ci_high, 0.0, abs=0.0005)
+rl.claim("(p = 0.05)", dppo.p_value, 0.05)
+clip_len = pair("dapo_2_clip_higher", "dapo_1_overlong_filter", "len_right")
+rl.claim_comparison("clip-higher's interval lies below 0 (right answers a little shorter)", clip_len, "<")
+rl.claim("survives neither adjustment for the 28 tests",
+         min(holm[("len_right", ("dapo_2_clip_higher", "dapo_1_overlong_filter"))],
+             bh[("len_right", ("dapo_2_clip_higher", "dapo_1_overlong_filter"))]), low=0.05)
 rl.claim_comparison("`cispo` against `grpo_b0`, higher pass@1", pair("cispo", "grpo_b0"), ">")
+rl.claim_comparison("at the same aggregation no difference detected at this scale", pair("cispo", "grpo_b0_token_mean"), "none")
 cispo_power = rl.paired_t_power(len(bench["seeds"]), 0.01, pair("cispo", "grpo_b0_token_mean").sd_diff)
 print(f"power of {len(bench['seeds'])} paired seeds to detect a one-point difference, cispo − grpo_b0_token_mean: {cispo_power:.2f}")
 rl.claim("a one-point difference with probability above 0.9", cispo_power, low=0.9, bounds=(0, 1))
+
+for a, b in (("scalerl", "cispo"), ("dapo", "grpo_b0_token_mean")):
+    recipe = pair(a, b)
+    rl.claim_comparison("Each full published recipe did worse in pass@1 than its simplest component", recipe, "<")
+    rl.claim("each by about one point", -recipe.mean_diff, 0.01, abs=0.005)
+    lower = int(np.sum(np.asarray(per_seed[a]["pass@1"]) < np.asarray(per_seed[b]["pass@1"])))
+    rl.claim("on nine of the ten seeds", lower, 9)
+rl.claim_comparison("`scalerl` below `cispo`", pair("scalerl", "cispo"), "<")
+rl.claim_comparison("`dapo` below `grpo_b0_token_mean`", pair("dapo", "grpo_b0_token_mean"), "<")
 
 for a, b in (("grpo_b004", "grpo_b0"), ("rloo", "grpo_b0")):
     rl.claim_comparison("RLOO's leave-one-out baseline: no difference detected at this scale", pair(a, b), "none")
 rl.claim_comparison("MaxRL's advantage raised pass@1", pair("maxrl", "grpo_b0"), ">")
 rl.claim_comparison("and lengthened right answers: its weight on rare successes", pair("maxrl", "grpo_b0", "len_right"), ">")
+
+rl.claim("Of the 28 tests", len(family), 28)
+rl.claim("those called detected above number twelve", len(detected), 12)
+holm_kept = {test for test in detected if holm[test] <= 0.05}
+print("kept by Holm:", sorted(holm_kept))
+rl.claim("Holm's adjustment keeps three of them", len(holm_kept), 3)
+assert holm_kept == {("pass@1", ("grpo_b0_token_mean", "grpo_b0")), ("pass@1", ("grpo_b0_fixed_length", "grpo_b0")),
+                     ("pass@1", ("dapo", "grpo_b0_token_mean"))}, "the text names the three Holm keeps"
+bh_dropped = {test for test in detected if bh[test] > 0.05}
+print("detected but dropped by BH:", sorted(bh_dropped))
+assert bh_dropped == {("len_right", ("dapo_2_clip_higher", "dapo_1_overlong_filter"))}, "the text: all but clip-higher's length"
 
 mean_a = [summary[n]["A"][0] for n in names if summary[n]["A"][0] is not None]
 rl.claim("The mean fitted $A$ lie between 0.91", min(mean_a), 0.91, abs=0.005)  # the text's two decimals
@@ -754,22 +908,29 @@ cispo_fields = dataclasses.asdict(rl.GRPOConfig.recipe("cispo", **bench["configs
 differ = [k for k, v in scalerl_fields.items() if cispo_fields[k] != v]
 print("scalerl differs from cispo in:", differ)
 rl.claim("differs from `cispo` in six fields at once", len(differ), 6, abs=0)
+rl.claim_comparison("the token-level loss) hold as paired effects", token_mean, ">")
+rl.claim_comparison("the normalisation claims of Dr. GRPO", pair("grpo_b0_fixed_length", "grpo_b0"), ">")
+for a, b in (("scalerl", "cispo"), ("dapo", "grpo_b0_token_mean")):
+    rl.claim_comparison("the full ScaleRL and DAPO recipes did worse in pass@1 than their simplest components", pair(a, b), "<")
+rl.claim_comparison("whether \"the critic is unnecessary\" is inconclusive", critic, "none")
 identified = [n for n in names if summary[n]["c_mid_identified"]]
 print("C_mid identified for:", identified)
 assert identified == ["cispo"], "the text says C_mid is identified for cispo alone"
 
 # %% [markdown]
 # **§11.7's two runs and the benchmark.** §11.7 fitted (11.1) to one run each of `grpo_b004_mb1` and
-# `cispo_mb1`, and its printout ordered their $C_{\text{mid}}$. The benchmark's nearest configurations,
+# `cispo_mb1`, and printed a $C_{\text{mid}}$ only where a fit passed the identification rule. The
+# benchmark's nearest configurations,
 # `grpo_b004` and `cispo`, differ from those runs in two minibatches per generation instead of one, 40
 # steps instead of 30, and ten supervised models instead of chapter 10's one, so nothing forces the
-# two orders to agree; and one run's $C_{\text{mid}}$ is one draw, without an interval. Over ten seeds
+# two to agree; and one run's $C_{\text{mid}}$ is one draw, with an interval over the evaluation noise
+# alone. Over ten seeds
 # the benchmark identifies `cispo`'s $C_{\text{mid}}$ but not `grpo_b004`'s (one of its seeds has a
 # fitted $A$ on the bound), so it does not order these two by efficiency either:
 
 # %%
 for name in ("grpo_b004_mb1", "cispo_mb1"):
-    print(f"§11.7, one run each:  {name:<15} C_mid {curves[name][2]['c_mid']:.0f} (one fit, no interval)")
+    print(f"§11.7, one run each:  {name:<15} C_mid {c_mid_text(curves[name][2], run_identified[name])} (one fit)")
 for name in ("grpo_b004", "cispo"):
     print(f"benchmark, {len(bench['seeds'])} seeds:  {name:<15} C_mid {cell(name, 'C_mid', 0)}, A {cell(name, 'A')}, "
           f"seeds with a fitted A on the bound of 1: {sum(a is not None and a >= 1 - 1e-6 for a in per_seed[name]['A'])}")
@@ -782,29 +943,51 @@ assert sum(a is not None and a >= 1 - 1e-6 for a in per_seed["grpo_b004"]["A"]) 
 # * With one gradient step per batch the ratio is 1 and the trust region never acts; several
 #   minibatches (or passes) per generation make the clip fraction, the ratio's spread and the KL
 #   non-zero, which is the regime the methods of this chapter are about.
-# * The sampled token's ratio is a poor measure of how far the policy moved: it is loud for rare
-#   tokens (in median about four times the exact TV of their position), while for likely tokens it
-#   flagged nearly as many positions as the exact TV.
+# * On one batch (a 17-token vocabulary, the policy twenty steps from the sampler), the sampled
+#   token's ratio and the exact TV of its position flagged nearly the same positions (Cohen's κ above
+#   0.9). The rare sampled tokens had mostly *fallen* ($\rho < 1$), not risen as in DPPO's example.
 #   DPPO's binary TV needs only the sampled token's two probabilities and never exceeds the exact TV;
-#   it is tight for likely tokens, but at the positions of rare tokens it misses most of the movement,
-#   so a mask built on it relaxes the trust region where the distribution changed most.
+#   it is tight for likely tokens, but it is the binary TV that misses the movement at the positions
+#   of rare tokens, so a mask built on it relaxes the trust region where the distribution changed most.
+#   DPPO's Top-K approximation is meant to see that movement; we did not test it.
 # * On one batch, PPO's clip, CISPO, GSPO and DPPO keep very different sets of tokens: CISPO all of
 #   them, DPPO more than the clip (the difference being almost all rare tokens), GSPO's tight sequence
 #   band the fewest once the policy has moved.
 # * ProRL's reset sets the KL to the reference to exactly 0 every $K$ steps; Magistral's advantages have
-#   zero mean per group and unit std per minibatch; ScaleRL's recipe is CISPO + prompt-level
-#   aggregation + zero-variance filtering + retiring solved prompts + a float32 head, each a field.
-# * Sigmoid compute curves separate efficiency ($C_{\text{mid}}$) from the asymptote ($A$), but one
-#   run's fit has no interval: stopped before the bend, the same curve refits with asymptotes tens of
+#   zero mean per group and unit std per minibatch; ScaleRL's recipe is CISPO + Magistral-style
+#   advantages + prompt-level aggregation + zero-variance filtering + retiring solved prompts + a
+#   float32 head, each a field.
+# * Sigmoid compute curves separate efficiency ($C_{\text{mid}}$) from the asymptote ($A$), but a fit
+#   identifies $C_{\text{mid}}$ only with no $A$ on its bound and an interval inside the evaluated range
+#   (§11.8's rule, which §11.7's single runs failed here): stopped before the bend, the same curve refits with asymptotes tens of
 #   points apart and $C_{\text{mid}}$ varying more than fivefold, and a fitted $A$ on the bound of 1 says
 #   only that the data did not contradict it. Ranking configurations by either needs several seeds
 #   and intervals.
-# * Side by side at an equal budget over ten paired seeds, what moved accuracy on our model was the
+# * Side by side at the same budget over ten paired seeds, what moved accuracy on our model was the
 #   loss normaliser: the token mean and Dr. GRPO's fixed-length normaliser each raised pass@1 against
-#   GRPO's per-answer mean, and lengthened right answers (the working). For the trust regions
-#   (CISPO's loss, GSPO, DPPO, clip-higher), the KL penalty and the critic: no difference detected at
-#   this scale.
-#
+#   GRPO's per-answer mean, and lengthened right answers (the working). The full ScaleRL and DAPO
+#   recipes did worse in pass@1 than CISPO alone and the token mean alone. For the trust regions
+#   (CISPO's loss, GSPO, DPPO, clip-higher) and the KL penalty: no difference detected at this scale in
+#   pass@1, DPPO borderline lower. For the critic: inconclusive. Of the 28 paired tests, three survive
+#   Holm's adjustment for their number.
+
+# %%
+rl.claim("Cohen's κ above 0.9", kappa["|ρ − 1| > 0.2"], low=0.9)
+rl.claim("which §11.7's single runs failed here", sum(run_identified.values()), 0, abs=0)
+rl.claim("had mostly *fallen*", falling, low=0.5)
+rl.claim_comparison("the token mean and Dr. GRPO's fixed-length normaliser each raised pass@1", token_mean, ">")
+rl.claim_comparison("the token mean and Dr. GRPO's fixed-length normaliser each raised pass@1",
+                    pair("grpo_b0_fixed_length", "grpo_b0"), ">")
+rl.claim_comparison("and lengthened right answers (the working)", token_len, ">")
+for a, b in (("scalerl", "cispo"), ("dapo", "grpo_b0_token_mean")):
+    rl.claim_comparison("recipes did worse in pass@1 than CISPO alone and the token mean alone", pair(a, b), "<")
+for a, b in (("cispo", "grpo_b0_token_mean"), ("gspo", "grpo_b0"), ("dppo", "grpo_b0"), ("dapo_2_clip_higher", "dapo_1_overlong_filter"),
+             ("grpo_b004", "grpo_b0")):
+    rl.claim_comparison("and the KL penalty: no difference detected at this scale in", pair(a, b), "none")
+rl.claim_comparison("For the critic: inconclusive", critic, "none")
+rl.claim("three survive", len(holm_kept), 3)
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. *(By hand.)* A token's probability goes from 0.002 to 0.006 and another's from 0.6 to 0.78.
@@ -909,15 +1092,20 @@ HARD_NAMES = {"GRPO (β = 0.04)": "grpo_b004_mb1_3digit", "CISPO": "cispo_mb1_3d
 hard_runs = {HARD_NAMES[name]: sorted((r for r in hard["runs"] if r["name"] == name), key=lambda r: r["seed"])
              for name in HARD_NAMES}
 print(f"budget {hard['budget']} completions per run, seeds {hard['seeds']}")
-print(f"{'configuration':<22}{'seed':>5}{'before':>8}{'final':>7}{'A':>7}{'C_mid':>8}{'B':>6}{'rmse':>7}")
+hard_identified = {}  # (name, seed) -> whether §11.7's rule identifies the run's C_mid
+print(f"{'configuration':<22}{'seed':>5}{'before':>8}{'final':>7}{'A':>7}{'C_mid':>16}{'B':>6}{'rmse':>7}")
 for name, runs in hard_runs.items():
     for r in runs:
-        print(f"{name:<22}{r['seed']:>5}{r['r0']:>8.3f}{r['final']:>7.3f}{r['A']:>7.3f}{r['C_mid']:>8.0f}{r['B']:>6.2f}{r['rmse']:>7.3f}")
+        fit = {"asymptote": r["A"], "c_mid": r["C_mid"]}
+        hard_identified[name, r["seed"]], _ = identify(np.asarray(r["compute"], float), np.asarray(r["reward"], float), fit,
+                                                       repeats=100)
+        print(f"{name:<22}{r['seed']:>5}{r['r0']:>8.3f}{r['final']:>7.3f}{r['A']:>7.3f}"
+              f"{c_mid_text(fit, hard_identified[name, r['seed']]):>16}{r['B']:>6.2f}{r['rmse']:>7.3f}")
 fig, ax = plt.subplots(figsize=(6.5, 3), dpi=80)
 for (name, runs), color in zip(hard_runs.items(), ("tab:blue", "tab:orange")):
     for r in runs:
         ax.plot(r["compute"][1:], r["reward"][1:], "o", ms=2.5, color=color, alpha=0.6)
-        ax.plot(grid, rl.sigmoid_compute_curve(grid, r["r0"], r["A"], r["C_mid"], r["B"]), color=color, lw=1,
+        ax.plot(grid, rl.sigmoid_compute_curve(grid, r["r0"], r["A"], r["C_mid"], r["B"]), color=color, lw=1,  # the fit, identified or not
                 label=name if r is runs[0] else None)
 ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("held-out pass@1 (100 problems)")
 ax.set_title("3-digit problems: three seeds per configuration, each with its fit (11.1)", fontsize=10); ax.legend(fontsize=7);
@@ -925,12 +1113,16 @@ ax.set_title("3-digit problems: three seeds per configuration, each with its fit
 # %% [markdown] tags=["solution"]
 # The harder task leaves room above both configurations: before RL the supervised models solve between
 # a fifth and two fifths of the problems, and after the budget neither configuration is near 1. On each
-# of the three seeds `cispo_mb1_3digit` ended higher and its fitted $C_{\text{mid}}$ was smaller. Three
-# seeds are too few to make that a finding: the paired 95 % intervals of the differences (Student t
-# with two degrees of freedom) in final pass@1, in $\log C_{\text{mid}}$ and in $A$ all contain 0, so
-# no difference detected at this scale (the printout gives the intervals). The fits are good (small
-# residuals); the asymptotes are the least settled part: which configuration has the higher fitted $A$
-# changes from seed to seed. The two configurations also differ in three ways at once (the loss,
+# of the three seeds `cispo_mb1_3digit` ended higher. Three seeds are too few to make that a finding:
+# the paired 95 % intervals of the differences (Student t with two degrees of freedom) in final pass@1
+# and in $A$ both contain 0, so no difference detected at this scale (the printout gives the
+# intervals). The fits are good (small residuals), but §11.7's identification rule (no $A$ on its bound,
+# an interval for $C_{\text{mid}}$ over the evaluation noise inside the evaluated range) passes only
+# four of the six, and on only one seed does it pass both configurations' fits, so the runs do not
+# order the two by efficiency (the table prints "not identified" for the others: one $A$ on the bound
+# of 1, one $C_{\text{mid}}$ whose interval reaches below the first evaluation at 1280 completions).
+# The asymptotes are the least settled part: which configuration has the higher fitted $A$ changes
+# from seed to seed. The two configurations also differ in three ways at once (the loss,
 # $\beta$ and the aggregation), so even a detected difference would not be CISPO's loss alone (§11.8
 # separates them). What the experiment gives is a hypothesis to test and the spread to plan the test
 # with: `rl.seeds_needed` on the measured spread of the differences says how many paired seeds would
@@ -941,18 +1133,19 @@ grpo_hard, cispo_hard = hard_runs["grpo_b004_mb1_3digit"], hard_runs["cispo_mb1_
 assert [r["seed"] for r in grpo_hard] == [r["seed"] for r in cispo_hard]  # paired: seed k starts from the same model
 names_hard = ("cispo_mb1_3digit", "grpo_b004_mb1_3digit")
 final_cmp = rl.compare([r["final"] for r in cispo_hard], [r["final"] for r in grpo_hard], names=names_hard)
-c_mid_cmp = rl.compare(np.log([r["C_mid"] for r in cispo_hard]), np.log([r["C_mid"] for r in grpo_hard]), names=names_hard)
 a_cmp = rl.compare([r["A"] for r in cispo_hard], [r["A"] for r in grpo_hard], names=names_hard)
 print("final pass@1:", final_cmp)
-print("log C_mid:   ", c_mid_cmp)
 print("A:           ", a_cmp)
 needed = rl.seeds_needed(final_cmp.mean_diff, final_cmp.sd_diff)
 print(f"paired seeds to detect a difference of {final_cmp.mean_diff:+.3f} in final pass@1 at this spread "
       f"(sd {final_cmp.sd_diff:.3f}), power 0.8: {needed}")
 rl.claim("ended higher", min(c["final"] - g["final"] for g, c in zip(grpo_hard, cispo_hard)), low=0.0)
-rl.claim("was smaller", max(c["C_mid"] / g["C_mid"] for g, c in zip(grpo_hard, cispo_hard)), high=1.0)
-for comparison in (final_cmp, c_mid_cmp, a_cmp):
-    rl.claim_comparison("no difference detected at this scale (the printout gives the intervals)", comparison, "none")
+for comparison in (final_cmp, a_cmp):
+    rl.claim_comparison("no difference detected at this scale (the printout gives the", comparison, "none")
+rl.claim("passes only four of the six", sum(hard_identified.values()), 4)
+both = [s for s in hard["seeds"] if all(hard_identified[name, s] for name in hard_runs)]
+print("seeds on which both configurations' C_mid are identified:", both)
+rl.claim("on only one seed does it pass both configurations' fits", len(both), 1)
 a_gap = [c["A"] - g["A"] for g, c in zip(grpo_hard, cispo_hard)]
 rl.claim("changes from seed to seed", sum(g > 0 for g in a_gap), low=1, high=len(a_gap) - 1)
 rl.claim("good (small residuals)", max(r["rmse"] for r in hard["runs"]), high=0.03)
