@@ -89,7 +89,7 @@ def test_escape_6_a_claim_quotes_the_markdown_right_above_it():
 @pytest.mark.parametrize("quote, expected, tolerance", [
     ("0.42", 0.42, 0.005), ("about 0.42", 0.42, 0.01), ("about 350", 350, 10), ("about five tokens", 5, 1),
     ("exactly 12 seeds", 12, 0.5), ("about a third", 1 / 3, 1 / 24), ("about half", 0.5, 1 / 12),
-    ("42 % of them", 0.42, 0.005), ("10,240 completions", 10240, 5), ("roughly 1.5", 1.5, 0.1),
+    ("42 % of them", 0.42, 0.005), ("by 2.5 points", 0.025, 0.0005), ("about two points", 0.02, 0.01), ("10,240 completions", 10240, 5), ("roughly 1.5", 1.5, 0.1),
     ("two thirds of the mass", 2 / 3, 1 / 24), ("a sixth of bf16's", 1 / 6, 1 / 84),
 ])
 def test_stated_tolerance_reads_the_digits(quote, expected, tolerance):

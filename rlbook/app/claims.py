@@ -77,7 +77,8 @@ _ORDINALS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "qua
              "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}
 _APPROX = re.compile(r"(?:about|roughly|around|nearly|almost|approximately|some|close to|≈|~|\\approx|\\sim)\W*$",
                      re.IGNORECASE)
-_DIGITS = re.compile(r"(?<![\w.])([-−+]?\d{1,3}(?:(?:,| |\u202f|\u2009)\d{3})+|[-−+]?\d+(?:\.\d+)?)(?:\s*(%))?(?![\w.]*\d)")
+_DIGITS = re.compile(r"(?<![\w.])([-−+]?\d{1,3}(?:(?:,| |\u202f|\u2009)\d{3})+|[-−+]?\d+(?:\.\d+)?)"
+                     r"(?:\s*(%|(?:percentage )?points?\b))?(?![\w.]*\d)")
 _FRACTION = re.compile(r"\b(?:(a|one|two|three|four|five|six|seven|eight|nine)[ -])?(half|halves|thirds?|quarters?|"
                        r"fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)\b", re.IGNORECASE)
 _WORD = re.compile(r"\b(" + "|".join(_WORD_NUMBERS) + r")\b(?![ -](?:" + "|".join(_ORDINALS) + r")\b)", re.IGNORECASE)
@@ -98,7 +99,7 @@ def _stated_numbers(quote: str):
         approx = bool(_APPROX.search(text[:m.start()]))
         value = float(raw)
         found.append((value, unit, approx))
-        if m.group(2):  # "42 %" is also the rate 0.42
+        if m.group(2):  # "42 %" and "2.5 points" are also the rates 0.42 and 0.025
             found.append((value / 100, unit / 100, approx))
     for m in _FRACTION.finditer(text):
         numerator = 1 if m.group(1) in (None, "a", "A") else _WORD_NUMBERS[m.group(1).lower()]
@@ -107,7 +108,10 @@ def _stated_numbers(quote: str):
         # is closer to 1/3 than to 1/4
         found.append((numerator / d, 1 / (2 * d * (d + 1)), True))
     for m in _WORD.finditer(text):
-        found.append((float(_WORD_NUMBERS[m.group(1).lower()]), 1.0, bool(_APPROX.search(text[:m.start()]))))
+        value, approx = float(_WORD_NUMBERS[m.group(1).lower()]), bool(_APPROX.search(text[:m.start()]))
+        found.append((value, 1.0, approx))
+        if re.match(r"\s+(?:percentage\s+)?points?\b", text[m.end():]):  # "two points" of a rate: 0.02
+            found.append((value / 100, 0.01, approx))
     return found
 
 
@@ -117,7 +121,8 @@ def stated_tolerance(quote: str, expected: float) -> float | None:
     A number written "0.42" is a rounded value: it allows half a unit of its last digit (±0.005). Written
     "about 0.42" (or "roughly", "around", "nearly", "≈", …) it allows one unit (±0.01); "about 350" allows ±10
     and "about five tokens" ±1. A fraction word allows half the distance to the next fraction a writer would
-    have used: "about a third" is 1/3 ± 1/24, "about half" 1/2 ± 1/12. "42 %" also states the rate 0.42.
+    have used: "about a third" is 1/3 ± 1/24, "about half" 1/2 ± 1/12. "42 %" also states the rate 0.42,
+    and "2.5 points" the difference 0.025.
 
     Args:
         quote: the text's words.
