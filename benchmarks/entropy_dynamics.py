@@ -20,6 +20,8 @@ conditions, one configuration each:
   format_reward          grpo_b0 on the task's format reward alone (Shao et al. 2025, arXiv:2506.10947)
   grpo_b0_mu4            grpo_b0 with four passes over each batch (``num_inner_epochs=4``), where the clip acts
   grpo_b0_mu4_clip_higher, grpo_b0_mu4_kl_cov    the same with clip-higher (ε_high = 0.28) or with KL-Cov
+  random_reward_mu4, format_reward_mu4           the spurious rewards at four passes per batch, where the clip
+                         acts: the setting in which Shao et al.'s clipping-bias explanation can show
 
 Recorded per run: held-out pass@1, pass@8 and greedy accuracy by the true verifier (300 problems × 16
 samples, evaluation seed 1), pass@64 on 100 problems × 64 samples (a curve's far end), and per step the
@@ -64,6 +66,8 @@ CONDITIONS = {
     "grpo_b0_mu4": (None, dict(kl_coef=0.0, num_inner_epochs=4)),
     "grpo_b0_mu4_clip_higher": (None, dict(kl_coef=0.0, num_inner_epochs=4, clip_eps_high=0.28)),
     "grpo_b0_mu4_kl_cov": (None, dict(kl_coef=0.0, num_inner_epochs=4, entropy_control="kl_cov")),
+    "random_reward_mu4": (None, dict(kl_coef=0.0, num_inner_epochs=4)),
+    "format_reward_mu4": (None, dict(kl_coef=0.0, num_inner_epochs=4)),
 }
 CURVES = ("entropy", "completion_length", "reward", "pass@1")
 
@@ -120,14 +124,17 @@ def one_run(job) -> dict:
     task, tok, policy = setup(seed)
     if name == "before":
         return {"seed": seed, "condition": "before", **final_eval(policy, tok, task)}
-    train_task = RandomReward(task, seed) if name == "random_reward" else FormatReward(task) if name == "format_reward" else task
+    train_task = (RandomReward(task, seed) if name.startswith("random_reward") else
+                  FormatReward(task) if name.startswith("format_reward") else task)
     start = time.perf_counter()
     hist = rl.train_grpo(policy, tok, train_task, make_config(name, seed), progress=False)
     seconds = time.perf_counter() - start
     curves = {key: [round(float(v), 5) for v in hist[key]] for key in CURVES}
     return {"seed": seed, "condition": name, **final_eval(policy, tok, task), "curves": curves,
             "final_entropy": float(np.mean(hist["entropy"][-5:])), "final_length": float(np.mean(hist["completion_length"][-5:])),
-            "steps": len(hist["entropy"]), "seconds": round(seconds, 1)}
+            "steps": len(hist["entropy"]), "seconds": round(seconds, 1),
+            # the share of loss tokens whose ratio the clip cut, over the last pass of each step (how much the clip acts)
+            "mean_clip_fraction": float(np.nanmean(hist["clip_fraction"]))}
 
 
 def table_fields(name: str) -> tuple:

@@ -260,3 +260,18 @@ def test_reference_policy_keeps_ten_models_and_its_kl_level_follows_from_the_rig
     for p, level, gaps in zip(saved["pi_ref_right"], saved["bon_kl_level"], saved["gaps"]):
         assert 0 < p < 1 and level == pytest.approx(-math.log(p), abs=1e-6)
         assert len(gaps) == 5 and all(g > -1e-12 for g in gaps)  # N = 2 ... 32; π* is never below best-of-N at equal KL
+
+
+def test_spurious_rewards_keeps_ten_paired_seeds_and_its_table_follows_from_them():
+    saved = rl.benchmark_results("spurious_rewards")
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and saved["command"].startswith("python benchmarks/spurious_rewards.py") and "--save" in saved["command"]
+    for condition in ("before", "random_reward", "random_reward_mu4"):
+        runs = sorted((r for r in saved["runs"] if r["condition"] == condition), key=lambda r: r["seed"])
+        assert [r["seed"] for r in runs] == sorted(seeds), condition
+        mean = sum(r["pass@1"] for r in runs) / len(runs)
+        assert saved["table"][condition]["pass@1"][0] == pytest.approx(mean), condition
+        if condition != "before":  # the clip's share is recorded, and four passes give it more to act on
+            assert all(0 <= r["mean_clip_fraction"] <= 1 and len(r["curves"]["entropy"]) == r["steps"] for r in runs)
+    by = {c: {r["seed"]: r for r in saved["runs"] if r["condition"] == c} for c in ("random_reward", "random_reward_mu4")}
+    assert all(by["random_reward_mu4"][s]["mean_clip_fraction"] > by["random_reward"][s]["mean_clip_fraction"] for s in seeds)
