@@ -55,6 +55,7 @@ _MODULES = [
     "algos.grpo",
     # --- Part V (preferences: Bradley–Terry, the KL-regularised optimum, best-of-N, DPO) ---
     "preferences",
+    "ranking",
     "kl_regularised",
     "algos.dpo",
 ]

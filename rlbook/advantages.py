@@ -407,3 +407,80 @@ def magistral_advantages(rewards, group_size: int) -> torch.Tensor:
 
 
 __all__ += ["magistral_advantages"]
+
+
+def pass_at_k_advantages(rewards, group_size: int, k: int, scale: str = "std") -> torch.Tensor:
+    """Pass@k training's analytic group advantage: each completion's share of the k-subsets it sits in.
+
+    Split a group of N completions (c correct) into all C(N, k) subsets of size k and give each
+    subset the reward max (1 if it holds a correct completion). The subsets' mean reward is the
+    unbiased pass@k estimate and their (population) variance that of a Bernoulli:
+
+    R̄ = 1 − C(N−c, k) / C(N, k),      σ = √(R̄ (1 − R̄)).
+
+    Each completion's advantage is the mean, over the C(N−1, k−1) subsets that contain it, of the
+    subset's normalised advantage (max − R̄)/σ. Every subset holding a correct completion has max 1,
+    and a wrong completion's subsets lack a correct one with probability C(N−c−1, k−1)/C(N−1, k−1), so
+
+    Â_correct = (1 − R̄) / σ,          Â_wrong = (1 − R̄ − C(N−c−1, k−1) / C(N−1, k−1)) / σ.
+
+    With k = 1 this is GRPO's advantage (population std). A group where every k-subset holds a
+    correct completion (N − c < k) has R̄ = 1 and gets zeros: pass@k training stops pushing on
+    problems it already solves at k, and spends its signal on the ones it does not. The advantages of
+    a group sum to zero (each subset's normalised advantage is counted k times). With
+    ``scale="none"`` the σ is left out; then (k/N) Σ_i Â_i ∇log π(y_i) has expectation exactly
+    (1 − k/N) ∇pass@k (the baseline R̄ depends on every sample, which costs the factor 1 − k/N, as the
+    group mean costs GRPO (G − 1)/G); the tests check this by enumeration.
+
+    Source: Chen et al. 2025, "Pass@k Training for Adaptively Balancing Exploration and
+    Exploitation of Large Reasoning Models", arXiv:2508.10751 (the analytical advantage of pass@k
+    training); the subset reward and estimator: Chen et al. 2021 (Codex), arXiv:2107.03374, eq. 1.
+    The closed form above is re-derived here and checked against the subset enumeration in
+    ``tests/test_pass_at_k_advantages.py``.
+
+    Args:
+        rewards: (B,) binary rewards (0 wrong, 1 correct), group-contiguous, B = num_prompts × N.
+        group_size: N ≥ 1 completions per prompt; must divide B.
+        k: 1 ≤ k ≤ N, the k of the pass@k being trained.
+        scale: "std" (divide by σ, as in the paper) or "none".
+    Returns:
+        (B,) advantages, same dtype as rewards; sum 0 within each group; exact zeros where σ = 0.
+    Gradient:
+        none intended (the result is detached).
+    Raises:
+        ValueError: rewards not 1-D, empty, non-finite or not in {0, 1}; group_size not a positive
+            integer dividing B; k not an integer in [1, N]; unknown scale.
+    See also:
+        group_relative_advantages, rlbook.pass_at_k
+    Example:
+        >>> pass_at_k_advantages(torch.tensor([1., 0., 0., 0.]), group_size=4, k=2)
+        tensor([ 1.0000, -0.3333, -0.3333, -0.3333])
+    """
+    grouped = _grouped_rewards(rewards, group_size).detach()
+    if not ((grouped == 0) | (grouped == 1)).all():
+        raise ValueError("`rewards` must be binary (0 or 1) for pass@k advantages")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= group_size:
+        raise ValueError(f"`k` must be an integer in [1, group_size = {group_size}]; got {k!r}")
+    if scale not in ("std", "none"):
+        raise ValueError(f"`scale` must be 'std' (the paper) or 'none'; got {scale!r}")
+    from math import comb
+
+    n = group_size
+    out = torch.zeros_like(grouped)
+    for row, group in enumerate(grouped):
+        c = int(group.sum().item())
+        mean = 1.0 - comb(n - c, k) / comb(n, k)
+        no_correct_with_wrong = comb(n - c - 1, k - 1) / comb(n - 1, k - 1) if c < n else 0.0
+        a_right, a_wrong = 1.0 - mean, 1.0 - mean - no_correct_with_wrong
+        if scale == "std":
+            sigma = (mean * (1.0 - mean)) ** 0.5
+            if sigma == 0.0:
+                continue
+            a_right, a_wrong = a_right / sigma, a_wrong / sigma
+        elif mean in (0.0, 1.0):
+            continue
+        out[row] = torch.where(group == 1, torch.full_like(group, a_right), torch.full_like(group, a_wrong))
+    return out.reshape(-1)
+
+
+__all__ += ["pass_at_k_advantages"]

@@ -1,4 +1,4 @@
-"""Learning from preferences, pair by pair: Bradley–Terry, DPO and its family (IPO, SimPO, ORPO).
+"""Learning from preferences, pair by pair: Bradley–Terry, DPO and its family (IPO, R-DPO, SimPO, ORPO, KTO).
 
 Every function here is one equation on tensors: sequence log-probabilities (summed over a
 response's tokens, nats) or rewards in, unreduced per-pair losses or probabilities out. The
@@ -14,8 +14,10 @@ implicit_rewards               r̂ = β·(log π − log π_ref)
 dpo_loss                       −(1−ε)·log σ(r̂_c − r̂_r) − ε·log σ(r̂_r − r̂_c)
 dpo_gradient_weight            σ(r̂_r − r̂_c) − ε
 ipo_loss                       (h − 1/(2β))²,  h = (log π_c − log π_ref,c) − (log π_r − log π_ref,r)
+rdpo_loss                      −log σ(β·h + α·(|y_c| − |y_r|))   (length-regularised DPO)
 simpo_loss                     −log σ(β·log π_c/|y_c| − β·log π_r/|y_r| − γ)
 orpo_loss                      −log π_c/|y_c| − λ·log σ(log odds_c − log odds_r)
+kto_loss                       λ_y − v(y), v = λ_D·σ(β(ρ − z₀)) if desirable, λ_U·σ(β(z₀ − ρ)) if not
 =============================  ====================================================================
 
 The exact, enumerated side (the KL-regularised optimum π*, best-of-N, DPO's population loss) is
@@ -39,8 +41,10 @@ __all__ = [
     "dpo_loss",
     "dpo_gradient_weight",
     "ipo_loss",
+    "rdpo_loss",
     "simpo_loss",
     "orpo_loss",
+    "kto_loss",
 ]
 
 
@@ -224,6 +228,65 @@ def ipo_loss(policy_chosen_log_probs, policy_rejected_log_probs, ref_chosen_log_
     return (h - 1.0 / (2.0 * beta)) ** 2
 
 
+def _lengths(name: str, lengths, like: torch.Tensor) -> torch.Tensor:
+    """Token counts as a float tensor of ``like``'s shape; ValueError names ``name`` if not positive."""
+    lengths = _checks.as_float_tensor(name, lengths, dtype=like.dtype).to(like.device)
+    _checks.check_same_shape(**{name.replace("lengths", "log_probs"): like, name: lengths})
+    if (lengths <= 0).any():
+        raise ValueError(f"`{name}` must be positive token counts; got min {float(lengths.min())}")
+    return lengths
+
+
+def rdpo_loss(policy_chosen_log_probs, policy_rejected_log_probs, ref_chosen_log_probs, ref_rejected_log_probs,
+              chosen_lengths, rejected_lengths, beta: float, alpha: float) -> torch.Tensor:
+    """Per-pair R-DPO loss (minimise): DPO with the length difference added inside the sigmoid.
+
+    h = (log π_θ(y_c) − log π_ref(y_c)) − (log π_θ(y_r) − log π_ref(y_r))
+    loss = −log σ(β·h + α·(|y_c| − |y_r|))
+
+    Derivation: penalise length in the KL-regularised objective, max E[r − α·|y|] − β·KL(π ‖ π_ref).
+    Its optimum gives r(x, y) = β·log(π*/π_ref) + α·|y| + β·log Z(x), and Bradley–Terry on that r is
+    the loss above. The length gap is credited to the pair: when the chosen answer is the longer,
+    part of the preference is explained by length alone, the policy's own margin β·h is pushed less,
+    and the policy is no longer paid for making the answers it prefers longer (symmetrically when
+    the chosen answer is the shorter). With α = 0 it is :func:`dpo_loss` (ε = 0).
+
+    Source: Park, Rafailov, Ermon & Finn 2024, "Disentangling length from quality in direct
+    preference optimization", arXiv:2403.19159 (the R-DPO objective, §4).
+
+    Args:
+        policy_chosen_log_probs, policy_rejected_log_probs: (B,) sequence log π_θ, nats (sums over
+            the answer's tokens).
+        ref_chosen_log_probs, ref_rejected_log_probs: (B,) sequence log π_ref, nats (constants).
+        chosen_lengths, rejected_lengths: (B,) token counts |y| > 0.
+        beta: β > 0.
+        alpha: α ≥ 0, logit units per token of length difference (a hyperparameter Park et al. tune
+            together with β).
+    Returns:
+        (B,) unreduced loss in nats.
+    Gradient:
+        ∇loss = −β·σ(−β·h − α·Δ|y|)·(∇log π_θ(y_c) − ∇log π_θ(y_r)), Δ|y| = |y_c| − |y_r|: DPO's,
+        with each pair's weight shifted by its length gap (smaller where the chosen answer is longer).
+    Raises:
+        ValueError: shapes differ, a value is NaN/inf, β ≤ 0, α < 0, or a length ≤ 0 (the message
+            names the argument).
+    See also:
+        dpo_loss (α = 0), simpo_loss (length normalisation instead of a length term)
+    Example:
+        >>> z, one = torch.zeros(1), torch.ones(1)
+        >>> round(float(rdpo_loss(z, z, z, z, 3 * one, one, beta=0.1, alpha=0.0)[0]), 4)  # log 2, as DPO
+        0.6931
+    """
+    _checks.check_positive("beta", beta)
+    _checks.check_in_range("alpha", alpha, 0.0)
+    pc, pr, rc, rr = _same_shape(policy_chosen_log_probs=policy_chosen_log_probs,
+                                 policy_rejected_log_probs=policy_rejected_log_probs,
+                                 ref_chosen_log_probs=ref_chosen_log_probs, ref_rejected_log_probs=ref_rejected_log_probs)
+    lc = _lengths("chosen_lengths", chosen_lengths, pc)
+    lr = _lengths("rejected_lengths", rejected_lengths, pr)
+    return -F.logsigmoid(beta * ((pc - rc) - (pr - rr)) + alpha * (lc - lr))
+
+
 def _average(name: str, log_probs: torch.Tensor, lengths) -> torch.Tensor:
     if lengths is None:
         return log_probs
@@ -302,3 +365,58 @@ def orpo_loss(chosen_log_probs, rejected_log_probs, lam: float, chosen_lengths=N
             raise ValueError(f"`{name}` must be < 0 per token (a probability below 1); got max {float(x.max())}")
     return -chosen - lam * F.logsigmoid(_log_odds(chosen) - _log_odds(rejected))
 
+
+
+def kto_loss(policy_log_probs, ref_log_probs, desirable, kl_estimate, beta: float, desirable_weight: float = 1.0,
+             undesirable_weight: float = 1.0) -> torch.Tensor:
+    """Per-example KTO loss (minimise): one answer at a time, labelled desirable or undesirable, no pairs.
+
+    ρ = log π_θ(y|x) − log π_ref(y|x)                           (the implicit reward, over β)
+    v = λ_D·σ(β·(ρ − z₀))  if y is desirable,   λ_U·σ(β·(z₀ − ρ))  if not
+    loss = λ_y − v          (λ_y = λ_D or λ_U, the example's own weight)
+
+    z₀ is the reference point, an estimate of KL(π_θ ‖ π_ref) on the batch, treated as a constant
+    (no gradient). Ethayarajh et al. estimate it from mismatched pairs (answers scored under other
+    prompts of the batch), as max(0, mean of β·ρ)/β in their code; pass it already estimated.
+    A desirable answer lowers its loss by raising ρ above z₀, an undesirable one by pushing ρ below.
+
+    Source: Ethayarajh, Xu, Muennighoff, Jurafsky & Kiela 2024, "KTO: Model alignment as prospect
+    theoretic optimization", arXiv:2402.01306, §4.1 (the loss L_KTO with weights λ_D, λ_U).
+
+    Args:
+        policy_log_probs: (B,) sequence log π_θ(y|x), nats.
+        ref_log_probs: (B,) sequence log π_ref(y|x), nats (constants).
+        desirable: (B,) bools (or 0/1), True where the answer is labelled desirable.
+        kl_estimate: z₀ ≥ 0, nats: a float or a 0-dim tensor (detached here).
+        beta: β > 0.
+        desirable_weight, undesirable_weight: λ_D > 0 and λ_U > 0 (the paper sets
+            λ_D·n_D / (λ_U·n_U) between 1 and 4/3 when the classes are unbalanced).
+    Returns:
+        (B,) unreduced loss, dimensionless, in [0, λ_y].
+    Gradient:
+        ∂loss/∂ρ = −β·λ_D·σ'(β(ρ − z₀)) if desirable, +β·λ_U·σ'(β(z₀ − ρ)) if not, σ' = σ(1 − σ);
+        none through z₀.
+    Raises:
+        ValueError: shapes differ, a value is NaN/inf, ``desirable`` not boolean, β ≤ 0, a weight
+            ≤ 0, or ``kl_estimate`` negative or not a scalar (the message names the argument).
+    Example:
+        >>> z = torch.zeros(2)
+        >>> kto_loss(z, z, torch.tensor([True, False]), 0.0, beta=0.1)  # ρ = z₀: half of each weight
+        tensor([0.5000, 0.5000])
+    """
+    _checks.check_positive("beta", beta)
+    _checks.check_positive("desirable_weight", desirable_weight)
+    _checks.check_positive("undesirable_weight", undesirable_weight)
+    policy, ref = _same_shape(policy_log_probs=policy_log_probs, ref_log_probs=ref_log_probs)
+    desirable = _checks.check_bool_like("desirable", desirable, tuple(policy.shape)).to(policy.device)
+    z0 = _checks.as_float_tensor("kl_estimate", kl_estimate, dtype=policy.dtype).detach().to(policy.device)
+    if z0.numel() != 1:
+        raise ValueError(f"`kl_estimate` must be one number (z₀, nats); got shape {tuple(z0.shape)}")
+    if float(z0) < 0:
+        raise ValueError(f"`kl_estimate` must be ≥ 0 (a KL; clamp the estimate at 0, as Ethayarajh et al. do); got {float(z0)}")
+    z0 = z0.reshape(())
+    rho = policy - ref
+    value = torch.where(desirable, desirable_weight * torch.sigmoid(beta * (rho - z0)),
+                        undesirable_weight * torch.sigmoid(beta * (z0 - rho)))
+    weight = torch.where(desirable, torch.full_like(rho, desirable_weight), torch.full_like(rho, undesirable_weight))
+    return weight - value
