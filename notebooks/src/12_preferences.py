@@ -12,7 +12,9 @@
 #   $\pi^* \propto \pi_{\text{ref}}\,e^{r/\beta}$ with value $\beta\log Z$, and check both exactly by enumeration,
 #   on a bandit and on the answers of the book's own model;
 # * compute best-of-$N$'s exact distribution and KL, test the popular formula $\log N - (N-1)/N$ against
-#   it, and place best-of-$N$ on the reward–KL plane beside $\pi^*$.
+#   it, and place best-of-$N$ on the reward–KL plane beside $\pi^*$;
+# * write the Plackett–Luce likelihood of a ranking of several answers, say why a reward model's output is
+#   normalised, and test an ensemble of reward models against over-optimisation.
 #
 # **Prerequisites.** The KL divergence and its estimators (chapter 5), the small language model, its
 # addition task and its supervised warm-up (chapter 8), and GRPO with its KL penalty (chapter 9).
@@ -24,6 +26,7 @@
 
 # %%
 import inspect
+import itertools
 import math
 
 import matplotlib.pyplot as plt
@@ -52,7 +55,8 @@ print("size:", SIZE)
 # labeller's 7 out of 10 is another's 5, and the same labeller drifts over a day. They are much more
 # consistent at *comparisons*: shown two answers to the same prompt, most people agree which one is
 # better, whatever scale they carry in their heads. A labeller who reports $a\,r + b$ plus noise,
-# with their own $a > 0$ and $b$, changes every score but no comparison.
+# with their own $a > 0$ and $b$, changes every score but no noise-free comparison (with noise, $a$ acts as
+# the temperature of the comparisons, exercise 5).
 #
 # So the standard recipe (Christiano et al. 2017, arXiv:1706.03741; Ziegler et al. 2019,
 # arXiv:1909.08593; Stiennon et al. 2020, arXiv:2009.01325; Ouyang et al. 2022, arXiv:2203.02155) has
@@ -380,15 +384,18 @@ ax.legend(fontsize=8)
 plt.tight_layout();
 
 # %% [markdown]
-# The cell printed two paired differences of this run, but a difference of a few points between single
-# reward models is within what another machine's float order (another supervised model, other
-# minibatches) can move. The benchmark `benchmarks/reward_model_noise.py` therefore repeats this loop on
+# The cell printed two paired differences of this run, and neither is evidence by the book's standard of
+# ten paired seeds: the first is over five seeds, and the second is over $n = 4$ data-set sizes, which are
+# nested subsets of one draw trained with one seed, not independent replicates. Read both as inconclusive.
+# A difference of a few points between single reward models is also within what another machine's float
+# order (another supervised model, other minibatches) can shift. The benchmark `benchmarks/reward_model_noise.py` therefore repeats this loop on
 # ten paired seeds at 25 and 1,600 comparisons, both temperatures; the next cell prints it. Noisier labels
 # cost accuracy: the reward models trained at $T = 3$ (where about 30 % of the labels go against the gold
 # order) order fewer held-out pairs correctly than those trained at $T = 0$, at 1,600 comparisons by about
 # three points and at 25 by about seven. More comparisons help too: from 25 to 1,600 comparisons, at the
 # same budget of steps, held-out accuracy rises over the ten paired seeds, at both noise levels. But even
-# the best of them stays near 0.7, and at 25 comparisons the seeds spread widely. Where do the errors sit?
+# the models trained on 1,600 noise-free comparisons order only between 0.68 and 0.80 of the held-out pairs
+# correctly (0.72 on average over the ten seeds), and at 25 comparisons the seeds spread widely. Where do the errors sit?
 # Splitting the held-out pairs of the model trained on 1,600 noise-free comparisons by kind:
 
 # %%
@@ -410,8 +417,10 @@ for T in (0, 3):
     rl.claim_comparison("held-out accuracy rises over the ten paired seeds, at both noise levels", bench_data[T], ">")
 # the benchmark's ten seeds, and this run's model among them (within 4 sd of the ten)
 best = bench_acc["N=1600,T=0"]
-rl.claim("even the best of them stays near 0.7", np.mean(best), 0.7, abs=0.03, bounds=(0, 1))
-rl.claim_in_spread("even the best of them stays near 0.7", accuracy[SIZES[-1], 0.0, 0], best, bounds=(0, 1))
+rl.claim("between 0.68 and 0.80 of the held-out pairs", min(best), 0.68)
+rl.claim("between 0.68 and 0.80 of the held-out pairs", max(best), 0.80)
+rl.claim("(0.72 on average over the ten seeds)", np.mean(best), 0.72)
+rl.claim_in_spread("order only between 0.68 and 0.80 of the held-out pairs", accuracy[SIZES[-1], 0.0, 0], best, bounds=(0, 1))
 
 # %%
 main_model = reward_models[SIZES[-1], 0.0, 0]
@@ -426,15 +435,15 @@ for kind, rows in kinds.items():
 
 # %% [markdown]
 # Telling a right answer from a one-digit slip is the part that needs arithmetic, and it is where the
-# reward model errs most: it orders about two thirds of the pairs with a right answer correctly, against about
-# 80 % of the pairs of two wrong answers, whose gold order mostly follows a visibly wrong digit (a hundreds
-# digit other than 0 or 1 is far from any sum of two two-digit numbers). Longer training with more comparisons
-# raises both (exercise 6). For the rest of the chapter, this imperfect reward model is what a policy would be
+# reward model errs most: it orders a clearly smaller share of the pairs with a right answer correctly than
+# of the pairs of two wrong answers (both accuracies are printed above), whose gold order mostly follows a
+# visibly wrong digit (a hundreds digit other than 0 or 1 is far from any sum of two two-digit numbers).
+# Exercise 6 asks whether longer training raises both. For the rest of the chapter, this imperfect reward model is what a policy would be
 # optimised against.
 
 # %%
-rl.claim("it orders about two thirds of the pairs with a right answer correctly", by_kind["a right answer against a wrong one"], 2 / 3, abs=0.1, bounds=(0, 1))
-rl.claim("about 80 % of the pairs of two wrong answers", by_kind["two wrong answers"], 0.8, abs=0.1, bounds=(0, 1))
+rl.claim("a clearly smaller share of the pairs with a right answer correctly",
+         by_kind["a right answer against a wrong one"] - by_kind["two wrong answers"], high=-0.05)
 
 # %% [markdown]
 # ## 12.4 The KL-regularised objective and its optimum
@@ -444,8 +453,8 @@ rl.claim("about 80 % of the pairs of two wrong answers", by_kind["two wrong answ
 # $$J(\pi) = \mathbb E_{y\sim\pi}[r(x, y)] - \beta\,\mathrm{KL}\bigl(\pi(\cdot\mid x)\,\|\,\pi_{\text{ref}}(\cdot\mid x)\bigr),
 # \qquad \beta > 0, \tag{12.5}$$
 #
-# per prompt (Ziegler et al. 2019, arXiv:1909.08593; chapter 9's GRPO carries the same penalty as a
-# per-token $k_3$ term). The penalty keeps the policy where the reward model was trained and where the
+# per prompt (Ziegler et al. 2019, arXiv:1909.08593). Chapter 9's GRPO also penalises the KL, with a per-token
+# $k_3$ term in its loss, but the end of this section shows that this penalty has a different optimum. The penalty keeps the policy where the reward model was trained and where the
 # reference model's fluency still holds.
 #
 # **The optimum, derived.** Over a finite set of answers, define
@@ -599,12 +608,102 @@ rl.claim("their right answers carry between 0.37 and 0.56", max(ref_bench["pi_re
 rl.claim_in_spread("The model gives the right answer about half of its mass", pi_ref_right, ref_bench["pi_ref_right"], bounds=(0, 1))
 
 # %% [markdown]
+# **What RL converges to: the KL in the reward or in the loss.** (12.6) is the maximiser of (12.5), but an
+# RL algorithm lands on it only if the fixed point of its update is (12.6), and that depends on where the
+# algorithm puts the KL. Two placements are in use.
+#
+# * *In the reward.* Ziegler et al. 2019 (arXiv:1909.08593) and InstructGPT (Ouyang et al. 2022,
+#   arXiv:2203.02155) subtract the penalty from the reward of each sample, per token and summed over the
+#   answer, $\tilde r(y) = r(y) - \beta\log\frac{\pi(y)}{\pi_{\text{ref}}(y)}$, and run a policy gradient
+#   (REINFORCE, PPO) on $\tilde r$ as if it were the reward. For a softmax policy over the answers, with
+#   logits $\theta$, the expected update is $\pi(y)\bigl(\tilde r(y) - \mathbb E_\pi[\tilde r]\bigr)$ in $\theta_y$
+#   (differentiating the $\log\pi$ inside $\tilde r$ adds a term whose expectation is zero). This is the
+#   gradient of (12.5) itself. It vanishes where $\tilde r$ is one constant over all answers, that is where
+#   $\log\frac{\pi}{\pi_{\text{ref}}} = (r - c)/\beta$: at (12.6).
+# * *In the loss.* GRPO (Shao et al. 2024, arXiv:2402.03300; chapter 9) leaves the reward alone and adds
+#   $\beta\,k_3$ to the loss, per token. By §5.8, the expected gradient of $k_3$ used as a loss is the
+#   gradient of the *forward* KL, $\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi)$, not of the $\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}})$
+#   whose value it estimates. The expected update is
+#   $\pi(y)\bigl(r(y) - \mathbb E_\pi[r]\bigr) - \beta\bigl(\pi(y) - \pi_{\text{ref}}(y)\bigr)$, the gradient of
+#   $\mathbb E_\pi[r] - \beta\,\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi)$. Setting it to zero gives
+#   $r(y) + \beta\,\pi_{\text{ref}}(y)/\pi(y) = \lambda$ for every answer, so
+#   $\pi(y) = \beta\,\pi_{\text{ref}}(y)/(\lambda - r(y))$, with $\lambda > \max_y r(y)$ fixed by normalisation.
+#   A bad answer's probability falls like $1/(\lambda - r)$ instead of $e^{r/\beta}$, so this optimum keeps
+#   much more of $\pi_{\text{ref}}$'s mass on bad answers than (12.6) does.
+#
+# We run both expected updates exactly (every answer's term computed, nothing sampled) on the bandit above,
+# $\beta = 0.5$, by 4,000 steps of gradient ascent on the logits from $\pi_{\text{ref}}$.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+BANDIT_BETA = 0.5
+bandit_pi_star = rl.kl_regularised_optimum(ref_bandit, GOLD_ARMS, BANDIT_BETA)
+
+
+def expected_update(theta, kl_in):
+    """The expected policy-gradient step on the bandit's logits θ (K,), with the KL in the reward or in the loss."""
+    pi = torch.softmax(theta, -1)
+    if kl_in == "reward":  # REINFORCE on r − β·log(π/π_ref), the KL-shaped reward of Ziegler et al.
+        shaped = GOLD_ARMS - BANDIT_BETA * (pi.log() - ref_bandit.log())
+        return pi * (shaped - (pi * shaped).sum())
+    # GRPO-style: REINFORCE on r, plus β·k3 as a loss, whose expected gradient in θ is ∇KL(π_ref ‖ π) = π − π_ref
+    return pi * (GOLD_ARMS - (pi * GOLD_ARMS).sum()) - BANDIT_BETA * (pi - ref_bandit)
+
+
+fixed_point = {}
+for kl_in in ("reward", "loss"):
+    theta = ref_bandit.log().clone()
+    for _ in range(4000):
+        theta = theta + 2.0 * expected_update(theta, kl_in)
+    fixed_point[kl_in] = torch.softmax(theta, -1)
+
+
+def forward_kl_optimum(ref_probs, rewards, beta):
+    """argmax_π E_π[r] − β·KL(π_ref ‖ π) = β·π_ref/(λ − r), λ > max r by bisection so that it sums to 1."""
+    low, high = rewards.max().item(), rewards.max().item() + beta + 1.0  # the sum falls from ∞ to below 1 on (low, high]
+    for _ in range(200):
+        lam = (low + high) / 2
+        low, high = (lam, high) if (beta * ref_probs / (lam - rewards)).sum().item() > 1 else (low, lam)
+    return beta * ref_probs / ((low + high) / 2 - rewards)
+
+
+forward_optimum = forward_kl_optimum(ref_bandit, GOLD_ARMS, BANDIT_BETA)
+reward_gap = (fixed_point["reward"] - bandit_pi_star).abs().max().item()
+worst_ratio = (fixed_point["loss"][-1] / bandit_pi_star[-1]).item()
+print("π_ref                          ", ref_bandit.numpy().round(4))
+print("π* (12.6)                      ", bandit_pi_star.numpy().round(4))
+print("KL in the reward: fixed point  ", fixed_point["reward"].numpy().round(4), f"  max |· − π*| < 1e-9: {reward_gap < 1e-9}")
+print("k3 in the loss: fixed point    ", fixed_point["loss"].numpy().round(4))
+print("β·π_ref/(λ − r), forward KL    ", forward_optimum.numpy().round(4),
+      f"  max |· − k3 fixed point| < 1e-9: {(fixed_point['loss'] - forward_optimum).abs().max().item() < 1e-9}")
+print(f"mass on the worst arm (r = −1): π* {bandit_pi_star[-1].item():.4f}, k3 in the loss {fixed_point['loss'][-1].item():.4f}, "
+      f"{worst_ratio:.2f} times π*'s")
+assert (fixed_point["loss"] - forward_optimum).abs().max().item() < 1e-9
+
+# %% [markdown]
+# With the KL in the reward, the expected update lands on $\pi^*$ to within $10^{-9}$. With $k_3$ in the
+# loss it lands on the forward-KL optimum $\beta\,\pi_{\text{ref}}/(\lambda - r)$ instead. That optimum keeps
+# 6.08 times $\pi^*$'s mass on the worst arm. The two rules are
+# not two estimates of one objective: they optimise different objectives, which agree only to first order
+# near $\pi = \pi_{\text{ref}}$ (§5.8). Chapter 9's GRPO therefore does not solve (12.5). Two more details of
+# GRPO shift its fixed point again. Its group baseline is the mean of $G$ samples, including the sample
+# itself, which scales the reward term by $(G-1)/G$ and so acts as a slightly larger $\beta$. Its division by
+# the group's standard deviation rescales the reward per prompt. Neither changes the forward KL into the
+# reverse one. To make an RL run target (12.6), put the penalty in the reward, as Ziegler et al. and
+# InstructGPT do.
+
+# %%
+rl.claim("lands on $\\pi^*$ to within $10^{-9}$", reward_gap, high=1e-9)
+rl.claim("6.08 times $\\pi^*$'s mass on the worst arm", worst_ratio, 6.08)
+
+# %% [markdown]
 # ## 12.5 Best-of-N: the simplest policy that uses a reward
 #
 # Best-of-$N$ needs no training at all: draw $N$ answers from $\pi_{\text{ref}}$, score them, return the one
 # with the highest reward (Stiennon et al. 2020; Nakano et al. 2021, arXiv:2112.09332, call it rejection
 # sampling). It is the first thing to try with a reward model, and the point of comparison for any RL
-# method: whatever RL does, it should reach a reward that best-of-$N$ reaches only at a larger KL.
+# method: to be worth its training, RL has to reach a higher reward than best-of-$N$ at the same KL, or the
+# same reward with fewer samples per query.
 #
 # **Its distribution.** Let $F(v) = P_{\pi_{\text{ref}}}(r(Y) \le v)$ and $F^-(v) = P_{\pi_{\text{ref}}}(r(Y) < v)$.
 # The best of $N$ independent draws has reward exactly $v$ with probability $F(v)^N - F^-(v)^N$ (all $N$ at
@@ -816,13 +915,14 @@ def answer_rewards(reward_model, prompt):
 
 
 eval_prompts = [q.prompt for q in task.held_out_problems(8)]
-favourite_ref = []
+favourite_ref, scored = [], {}
 measured = {name: {"gold": np.zeros((len(eval_prompts), len(Ns))), "kl": np.zeros((len(eval_prompts), len(Ns))),
                    "proxy": np.zeros((len(eval_prompts), len(Ns)))} for name in ("reward model", "gold reward")}
 for j, prompt in enumerate(eval_prompts):
     ref_j = torch.softmax(answer_log_probs(policy, prompt), -1)
     gold_j = torch.tensor([gold_reward(prompt, y) for y in ANSWERS], dtype=torch.float64)
     proxy_j = answer_rewards(proxy_model, prompt)
+    scored[prompt] = (ref_j, gold_j, proxy_j)  # kept for §12.7's ensembles
     proxy_j = proxy_j - (ref_j * proxy_j).sum()  # its level is arbitrary (§12.2): measured from its mean under π_ref
     for selector, score in (("reward model", proxy_j), ("gold reward", gold_j)):
         for k, n in enumerate(Ns):
@@ -861,14 +961,16 @@ plt.tight_layout();
 # Selecting by the reward model buys a little gold reward at first and then gives it back: the mean gold
 # reward peaks early (at $N = 2$ here) and by $N = 1{,}024$ it has fallen far below that of a plain sample from
 # $\pi_{\text{ref}}$ ($N = 1$), while best-of-$N$ by the gold reward climbs to the right answer on every
-# prompt. Meanwhile the reward model's own score of the answers it selects rises at every $N$: by its own
+# prompt. Meanwhile the reward model's own score of the answers it selects rises at every $N$, as it must
+# (selecting the best of more samples by a score cannot lower the expected score): by its own
 # measure, selection keeps paying. The answers it ends up choosing are ones the supervised model almost
 # never writes (on every one of the 8 prompts its favourite has a reference probability below 0.5 %). The reward
 # model was trained on the supervised model's own samples; away from them its scores are extrapolation,
 # and a large $N$ searches the tail of $\pi_{\text{ref}}$ for exactly the answers where the extrapolation errs
 # upwards. This is **reward over-optimisation** (Gao, Schulman & Hilton 2022): the proxy reward rises
 # while the gold reward peaks and falls. The KL penalty of (12.5) is the standard defence, since it
-# limits how far into that tail a policy may move.
+# limits how far into that tail a policy may move; Gao et al. found that it acts much like stopping the
+# optimisation early, and this chapter does not measure it.
 
 # %%
 rl.claim("the mean gold reward peaks early", Ns[peak], low=2, high=4)
@@ -887,14 +989,39 @@ rl.claim("its favourite has a reference probability below 0.5 %", max(favourite_
 # $r^* = \mathbb 1[\text{right}] - 0.5\,|o|/24$ (right answers first, then short ones;
 # `rl.lm.preference_task.GoldReward`). For each seed: a supervised model, 300 comparisons of its samples
 # labelled by Bradley–Terry on $r^*$ at $T = 0.25$, a reward model trained on them, best-of-$N$ on it
-# ($N$ = 1 … 64, from 64 samples of each of 100 held-out prompts, $d$ from (12.9)), and GRPO against it for
+# ($N$ = 1 … 64, from 64 samples of each of 100 held-out prompts), and GRPO against it for
 # 40 steps with no KL penalty, evaluated on 100 held-out prompts × 8 samples as it goes. The runs take
 # about a minute per seed, so the chapter reads the stored results.
+#
+# Two limits of this study must be read with its results. First, best-of-$N$'s $d$ is not a measured KL:
+# the benchmark places best-of-$N$ at the formula (12.9), $d = \sqrt{\log N - (N-1)/N}$, the same on every seed,
+# and §12.5 has just shown that (12.9) is only an upper bound, far above the exact KL on a confident model.
+# The exact KL needs each prompt's 64 samples, which the benchmark did not store. So the best-of-$N$ column
+# is plotted against that bound (its true $d$ is smaller, by an unknown amount), while the GRPO column uses
+# a KL measured on samples: the two columns are not on one axis, and the fitted peak $d^*$ of best-of-$N$
+# is in units of the bound. Second, the reward model is under-trained on purpose, not only short of data:
+# 40 AdamW steps of 32 pairs at learning rate $10^{-4}$ from a fresh head, against §12.3's 100 steps at
+# $10^{-3}$. It does not even fit its own training pairs: it orders between 0.55 and 0.63 of its 300
+# training pairs as their labels do (the next cell prints each seed), and the benchmark's variant with
+# 1,000 pairs, same recipe, fits between 0.56 and 0.60 of them. Whether over-optimisation looks the same
+# with a well-fitted reward model was not measured here; Gao et al. found it at every reward-model size
+# they tried, with the peak moving to a larger KL as the reward model grew.
 
 # %%
 oo = rl.benchmark_results("overoptimisation")
 oo_runs = oo["runs"]
 print(f"{len(oo_runs)} seeds ({oo['command']}; torch {oo['torch']})")
+oo_1000 = rl.benchmark_results("overoptimisation_pairs1000")["runs"]
+rm_fit = {name: [r["reward_model_accuracy"][key] for r in runs_] for name, key, runs_ in
+          (("train, 300 pairs", "train", oo_runs), ("held out, 300 pairs", "held_out", oo_runs),
+           ("train, 1,000 pairs", "train", oo_1000), ("held out, 1,000 pairs", "held_out", oo_1000))}
+print("reward models' accuracy against the labels, per seed:")
+for name, values in rm_fit.items():
+    print(f"  {name:<22}" + " ".join(f"{v:.3f}" for v in values))
+rl.claim("between 0.55 and 0.63 of its 300", min(rm_fit["train, 300 pairs"]), 0.55, abs=0.005)
+rl.claim("between 0.55 and 0.63 of its 300", max(rm_fit["train, 300 pairs"]), 0.63, abs=0.005)
+rl.claim("fits between 0.56 and 0.60 of them", min(rm_fit["train, 1,000 pairs"]), 0.56, abs=0.005)
+rl.claim("fits between 0.56 and 0.60 of them", max(rm_fit["train, 1,000 pairs"]), 0.60, abs=0.005)
 fig, axes = plt.subplots(2, 2, figsize=(10, 5.6), dpi=80, sharex="col")
 for col, (name, label) in enumerate((("best_of_n", "best-of-N on the reward model"), ("rl", "GRPO on the reward model"))):
     for r in oo_runs:
@@ -902,7 +1029,7 @@ for col, (name, label) in enumerate((("best_of_n", "best-of-N on the reward mode
         axes[0, col].plot(curve["d"], np.array(curve["gold"]) - curve["gold"][0], color="C0", lw=0.8, alpha=0.6)
         axes[1, col].plot(curve["d"], np.array(curve["proxy"]) - curve["proxy"][0], color="C1", lw=0.8, alpha=0.6)
     axes[0, col].set_title(label, fontsize=9)
-    axes[1, col].set_xlabel("d = √KL(π ‖ π_sft), √nats")
+    axes[1, col].set_xlabel("d = √(log N − (N−1)/N), the bound (12.9)" if name == "best_of_n" else "d = √KL(π ‖ π_sft), √nats (measured)")
     axes[0, col].axhline(0, color="grey", lw=0.5)
 axes[0, 0].set_ylabel("gold reward r*, gain over π_sft")
 axes[1, 0].set_ylabel("proxy r_φ, gain over π_sft")
@@ -938,7 +1065,7 @@ for name in ("best_of_n", "rl"):
     print(f"   proxy rising at every point: {oo_result[name]['proxy_rises_everywhere']} of {len(oo_runs)} seeds;  "
           f"fitted peak identified on {oo_result[name]['identified']} seeds")
 d_star = rl.mean_ci([f["d_peak"] for f in fits if f["identified"]])
-print(f"best-of-N's fitted peak d* = α/(2β): {d_star[0]:.2f} [{d_star[1]:.2f}, {d_star[2]:.2f}] over the seeds where it is identified")
+print(f"best-of-N's fitted peak d* = α/(2β), in units of the bound (12.9): {d_star[0]:.2f} [{d_star[1]:.2f}, {d_star[2]:.2f}] over the seeds where it is identified")
 for r in oo_runs[:1]:
     for sample in r["best_of_n"]["top_samples"][:3]:
         print(f"  best-of-64 pick   {sample['prompt']}{sample['completion']:<26} gold {sample['gold']:+.2f}")
@@ -950,15 +1077,19 @@ for r in oo_runs[:1]:
 # at $N = 4$, where the mean curve peaks, it is above the supervised model's (the interval of the gain,
 # printed above, lies above zero), because the reward model has learned that short
 # is good and the shortest of four samples is still usually right. Then it falls, far below where it
-# started, by $N = 64$, while the proxy rises at every $N$ on all ten seeds. The answers best-of-64 picks
+# started, by $N = 64$, while the proxy rises at every $N$ on all ten seeds (for best-of-$N$ it cannot do
+# otherwise: the point is the gap between proxy and gold). The answers best-of-64 picks
 # are short and mostly wrong (the samples above). Gao et al.'s form $d(\alpha - \beta d)$ fits each seed's curve, and
-# its peak lies inside the measured range of $d$ on nine of the ten.
+# its peak lies inside the measured range of $d$ on nine of the ten; that $d$ is the bound (12.9), so the
+# fitted peak printed above is in the bound's units, not a KL.
 #
 # GRPO on the same reward models falls just as clearly, from its best point to a gold reward below the
 # supervised model's after 40 steps, with the accuracy gone (the samples: short wrong answers the reward
 # model scores highly). Its rise is another matter: at the mean curve's peak (step 3), the gain over the
 # supervised model shows no difference detected at this scale, and the RL form $d(\alpha - \beta\log d)$
-# identifies a peak on one seed of ten. With a reward model this weak (it orders held-out pairs as the
+# identifies a peak on one seed of ten, though that count reflects the criterion (a positive $\alpha$, which
+# suits the best-of-$N$ form; this form's slope at $d = 0$ is infinite whatever $\alpha$ is) more than the
+# data; the interval of the gain is the evidence. With a reward model this poorly fitted (it orders held-out pairs as the
 # gold reward does about two times in three), gradient steps seem to find its errors almost at once,
 # while best-of-$N$ only re-weights the supervised model's own samples; that reading is plausible, not
 # tested here.
@@ -981,6 +1112,192 @@ gold_order = rl.mean_ci([r["reward_model_accuracy"]["held_out_gold_order"] for r
 rl.claim("about two times in three", gold_order[0], 2 / 3, abs=(gold_order[2] - gold_order[1]) / 2, bounds=(0, 1))
 
 # %% [markdown]
+# ## 12.7 Reward-model practice
+#
+# §12.3 trained a reward model in the plainest way: pairs of answers, one model, its raw output. Practice
+# adds four habits: labelling rankings of several answers, normalising the reward model's output,
+# combining several reward models, and training a large enough reward model to convergence. This section
+# takes them in turn.
+#
+# **Rankings of $K$ answers.** InstructGPT's labellers ranked between $K = 4$ and $K = 9$ answers to a
+# prompt at a time (Ouyang et al. 2022, arXiv:2203.02155, §3.5). The Plackett–Luce model (Luce 1959;
+# Plackett 1975) gives a ranking $\sigma$ (best first) a likelihood, as $K - 1$ successive choices: the
+# first answer is chosen from all $K$ with probability $e^{r}/\sum e^{r}$, the second from the $K - 1$ left,
+# and so on:
+#
+# $$P(\sigma \mid x) = \prod_{i=1}^{K} \frac{e^{r(x, y_{\sigma(i)})}}{\sum_{j=i}^{K} e^{r(x, y_{\sigma(j)})}}. \tag{12.10}$$
+#
+# For $K = 2$ this is Bradley–Terry, (12.2), and, like (12.2), it is unchanged when a constant is added to
+# every reward. It is also what §12.2's labeller produces when ranking several answers: add independent
+# Gumbel noise to each reward and sort. `rl.plackett_luce_log_likelihood` computes $\log P(\sigma \mid x)$:
+
+# %%
+print(inspect.getsource(rl.plackett_luce_log_likelihood).split('"""')[-1])
+
+# %% [markdown]
+# Four answers to "60+44=": right, off by 1, off by 10 and off by 100, with their gold rewards (12.1). The
+# cell checks (12.10) three ways: the probabilities of all $4! = 24$ rankings add up to 1; for two answers it
+# is Bradley–Terry's probability; and sorting gold reward plus Gumbel noise, 200,000 times, produces each
+# ranking as often as (12.10) says.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+four = ["104", "105", "114", "204"]
+r_four = torch.tensor([gold_reward("60+44=", y) for y in four], dtype=torch.float64)
+all_rankings = torch.tensor(list(itertools.permutations(range(4))))
+pl_probs = rl.plackett_luce_log_likelihood(r_four.expand(len(all_rankings), 4), all_rankings).exp()
+print("gold rewards:", "  ".join(f"{y} {v:+.3f}" for y, v in zip(four, r_four.tolist())))
+print(f"{len(all_rankings)} rankings, probabilities sum to {pl_probs.sum().item():.12f};  "
+      f"the gold order {four} has P = {pl_probs[0].item():.4f}")
+pair_ll = rl.plackett_luce_log_likelihood(r_four[[0, 3]], torch.tensor([0, 1])).item()
+print(f"K = 2: log P(104 ≻ 204) = {pair_ll:.6f};  −(Bradley–Terry loss) = {-rl.bradley_terry_loss(r_four[:1], r_four[3:]).item():.6f}")
+gumbel_gen = torch.Generator().manual_seed(0)
+uniform_draws = torch.rand(200_000, 4, generator=gumbel_gen, dtype=torch.float64)
+sorted_draws = torch.argsort(r_four - torch.log(-torch.log(uniform_draws)), dim=-1, descending=True)
+ranking_code = (sorted_draws * torch.tensor([64, 16, 4, 1])).sum(-1)
+frequency = torch.bincount(ranking_code, minlength=256).double()[(all_rankings * torch.tensor([64, 16, 4, 1])).sum(-1)] / 200_000
+z_rank = (frequency - pl_probs) / torch.sqrt(pl_probs * (1 - pl_probs) / 200_000)
+print(f"Gumbel sort against (12.10): largest |z| over the {int((pl_probs > 1e-3).sum())} rankings with P > 0.001: "
+      f"{z_rank[pl_probs > 1e-3].abs().max().item():.2f}")
+print("pairs implied by one ranking:", {k: len(rl.ranking_pairs(torch.arange(k))) for k in (2, 4, 9)})
+assert abs(pl_probs.sum().item() - 1) < 1e-12 and abs(pair_ll + rl.bradley_terry_loss(r_four[:1], r_four[3:]).item()) < 1e-12
+assert z_rank[pl_probs > 1e-3].abs().max().item() < 4.5
+
+# %% [markdown]
+# A reward model can be trained on rankings in two ways: maximise (12.10), or split each ranking into the
+# $\binom K2$ pairs it implies and minimise (12.3) on them. InstructGPT does the second, and keeps the pairs of
+# one prompt in one batch element, because the pairs of one ranking are correlated and treating them as
+# separate data points made its reward model over-fit (Ouyang et al. 2022, §3.5). Zhu, Jordan & Jiao 2023
+# (arXiv:2301.11270) prove that both estimators converge under (12.10), and that the Plackett–Luce one is
+# asymptotically more efficient. What $K$-wise data buys is more comparisons per prompt that a labeller
+# reads: one ranking of 4 answers implies 6 ordered pairs and one of 9 answers 36, where reading 2 answers
+# gives 1.
+#
+# **Normalising the reward.** A reward model's offset is arbitrary: Bradley–Terry's loss depends only on
+# differences (§12.2), so training fixes no level, and each reward model ends up at its own. Its scale is
+# set by the noise of the labels (exercise 5) and by how far training went, so it differs between models
+# too. Neither changes which answer best-of-$N$ picks, but the scale does matter to the KL-regularised
+# optimum: by (12.6), multiplying the reward by $a$ is the same as dividing $\beta$ by $a$, so a $\beta$ tuned for
+# one reward model means something else for the next. Practitioners therefore normalise before RL: Ziegler
+# et al. 2019 scale the reward model to mean 0 and variance 1 on samples of $\pi_{\text{ref}}$, and Ouyang et
+# al. 2022 add a bias so that the labellers' demonstrations score 0 on average. The next cell scores all
+# 1,000 answers of 12 held-out prompts (the 8 of §12.6 and 4 more) with the five reward models of §12.3
+# trained on 1,600 noise-free comparisons (seeds 0–4), prints each model's mean and standard deviation under
+# $\pi_{\text{ref}}$ over those prompts, and checks the two invariances exactly on one prompt.
+
+# %%
+MEMBERS = [reward_models[SIZES[-1], 0.0, s] for s in SEEDS]  # seed 0 is §12.6's proxy_model
+ens_prompts = [q.prompt for q in task.held_out_problems(12)]
+assert ens_prompts[:len(eval_prompts)] == eval_prompts and MEMBERS[0] is proxy_model
+ens_ref, ens_gold, ens_scores = [], [], []
+for prompt in ens_prompts:
+    if prompt in scored:  # scored by §12.6 with the seed-0 model
+        ref_j, gold_j, first = scored[prompt]
+    else:
+        ref_j = torch.softmax(answer_log_probs(policy, prompt), -1)
+        gold_j = torch.tensor([gold_reward(prompt, y) for y in ANSWERS], dtype=torch.float64)
+        first = answer_rewards(MEMBERS[0], prompt)
+    ens_ref.append(ref_j)
+    ens_gold.append(gold_j)
+    ens_scores.append(torch.stack([first] + [answer_rewards(m, prompt) for m in MEMBERS[1:]]))
+ens_ref, ens_gold, ens_scores = torch.stack(ens_ref), torch.stack(ens_gold), torch.stack(ens_scores)  # (12, 1000), (12, 1000), (12, 5, 1000)
+member_mean = (ens_ref[:, None] * ens_scores).sum(-1).mean(0)  # (5,): E over prompts of E_π_ref[r_φ]
+member_sd = (ens_ref[:, None] * (ens_scores - member_mean[:, None]) ** 2).sum(-1).mean(0).sqrt()
+normalised = (ens_scores - member_mean[:, None]) / member_sd[:, None]  # mean 0, variance 1 under π_ref
+print("mean under π_ref, by seed:", "  ".join(f"{v:.2f}" for v in member_mean.tolist()))
+print("sd under π_ref, by seed:  ", "  ".join(f"{v:.2f}" for v in member_sd.tolist()))
+sd_ratio = (member_sd.max() / member_sd.min()).item()
+print(f"largest sd / smallest sd: {sd_ratio:.2f}")
+r0, ref0 = ens_scores[0, 0], ens_ref[0]
+shift_bon = max((rl.best_of_n_probs(ref0, r0 + 3.0, n) - rl.best_of_n_probs(ref0, r0, n)).abs().max().item() for n in (2, 16))
+shift_opt = (rl.kl_regularised_optimum(ref0, r0 + 3.0, 0.5) - rl.kl_regularised_optimum(ref0, r0, 0.5)).abs().max().item()
+scale_opt = (rl.kl_regularised_optimum(ref0, 2 * r0, 0.5) - rl.kl_regularised_optimum(ref0, r0, 0.25)).abs().max().item()
+scale_moves = (rl.kl_regularised_optimum(ref0, 2 * r0, 0.5) - rl.kl_regularised_optimum(ref0, r0, 0.5)).abs().max().item()
+print(f"r + 3: best-of-N changes by {shift_bon:.1e}, π*_β by {shift_opt:.1e};   "
+      f"π*_β of 2r equals π*_(β/2) of r to {scale_opt:.1e}, and differs from π*_β of r by {scale_moves:.2f}")
+assert max(shift_bon, shift_opt, scale_opt) < 1e-12 and scale_moves > 0.01
+
+# %% [markdown]
+# Adding 3 to every reward changed neither best-of-$N$ nor $\pi^*$, and doubling the reward moved $\pi^*$
+# exactly as halving $\beta$ did. The five reward models share a recipe and differ only in their seed (which
+# 1,600 pairs, which minibatches), yet their levels and spreads under $\pi_{\text{ref}}$ are their own: the
+# largest standard deviation is more than 1.2 times the smallest. Averaged as they are, the reward model with
+# the widest spread would carry the most weight, which is one reason to normalise them before combining them.
+
+# %%
+rl.claim("the largest standard deviation is more than 1.2 times the smallest", sd_ratio, low=1.2)
+
+# %% [markdown]
+# **Ensembles against over-optimisation.** §12.6's reward model was exploited where its errors pointed
+# upwards. Several reward models trained with different seeds err in partly different places, so an
+# optimiser that must please all of them at once has fewer errors to exploit. Coste et al. 2024
+# (arXiv:2310.02743) report that conservative objectives over an ensemble of reward models, its minimum
+# ("worst-case optimisation") or its mean minus a multiple of its spread ("uncertainty-weighted
+# optimisation"), mitigate over-optimisation, for best-of-$N$ and for PPO, in Gao et al.'s setting with a
+# gold reward model. Eisenstein et al. 2023
+# (arXiv:2312.09244) add a limit: members that share their pretraining and differ only in their fine-tuning
+# seed tend to share their errors, so the ensemble mitigates reward hacking but does not eliminate it, and
+# ensembles whose members differ in pretraining seed generalised better.
+#
+# Our five reward models are the second kind: one supervised model, five fine-tuning seeds. The cell runs
+# best-of-$N$ exactly, as in §12.6, on the 12 prompts, selecting by each normalised reward model alone, by
+# the mean of the five and by their minimum, and scores the selections with the gold reward. The comparison
+# is made at $N = 1{,}024$, §12.6's largest, where over-optimisation went furthest: each ensemble against one
+# reward model (the average over the five of their gold reward), paired over the 12 prompts.
+
+# %%
+NS_ENS = Ns[::2]  # 1, 4, 16, 64, 256, 1024
+selectors = {f"seed {seed}": normalised[:, seed] for seed in SEEDS} | {"mean of five": normalised.mean(1), "min of five": normalised.min(1).values}
+ens_result = {name: np.array([[(rl.best_of_n_probs(ens_ref[j], score[j], n) * ens_gold[j]).sum().item() for n in NS_ENS]
+                              for j in range(len(ens_prompts))]) for name, score in selectors.items()}  # (12 prompts, 6)
+ens_result["one reward model"] = np.mean([ens_result[f"seed {seed}"] for seed in SEEDS], 0)
+for name, g in ens_result.items():
+    print(f"{name:>17}: mean gold reward by N  " + "  ".join(f"{n}: {v:+.2f}" for n, v in zip(NS_ENS, g.mean(0))))
+ensemble_vs_one = {e: rl.compare(ens_result[e][:, -1], ens_result["one reward model"][:, -1], names=(e, "one reward model"), unit="prompts")
+                   for e in ("mean of five", "min of five")}
+ensemble_falls = {e: rl.compare(ens_result[e][:, -1], ens_result[e][:, 0], names=(f"{e} at N = 1024", "at N = 1"), unit="prompts")
+                  for e in ("mean of five", "min of five")}
+print(*ensemble_vs_one.values(), *ensemble_falls.values(), sep="\n")
+ax = rl.get_ax(figsize=(5.5, 3.4))
+for seed in SEEDS:
+    ax.plot(NS_ENS, ens_result[f"seed {seed}"].mean(0), "-", color="grey", lw=0.7, label="one reward model (each seed)" if seed == 0 else None)
+for k, name in enumerate(("mean of five", "min of five")):
+    ax.plot(NS_ENS, ens_result[name].mean(0), "o-", color=f"C{k}", ms=4, label=f"best-of-N by the {name}")
+ax.set_xscale("log", base=2)
+ax.set_xlabel("N")
+ax.set_ylabel("gold reward (mean of 12 prompts)")
+ax.set_title("Best-of-N by one reward model or an ensemble of five", fontsize=9)
+ax.legend(fontsize=8)
+plt.tight_layout();
+
+# %% [markdown]
+# Here the ensembles did not prevent the collapse: best-of-$N$ by the mean of five and by the minimum of five
+# both end far below a plain sample by $N = 1{,}024$, as each reward model alone does. Against one reward
+# model at $N = 1{,}024$, for both the mean and the minimum, no difference detected at this scale (the two
+# intervals are printed above; they cover the variation over prompts for these five trained models, not
+# over retraining them). Five models fine-tuned from one supervised model, on pairs from one distribution,
+# appear to share the errors that best-of-$N$ finds in the tail of $\pi_{\text{ref}}$, the failure Eisenstein et
+# al. describe; members that differ more, or a gentler optimiser than $N = 1{,}024$, were not tried here.
+
+# %%
+for e in ("mean of five", "min of five"):
+    rl.claim_comparison("both end far below a plain sample by $N = 1{,}024$", ensemble_falls[e], "<")
+    rl.claim_comparison("for both the mean and the minimum, no difference detected at this scale", ensemble_vs_one[e], "none")
+for seed in SEEDS:
+    rl.claim_comparison("as each reward model alone does", rl.compare(ens_result[f"seed {seed}"][:, -1], ens_result[f"seed {seed}"][:, 0],
+                                                                      names=(f"seed {seed} at N = 1024", "at N = 1"), unit="prompts"), "<")
+
+# %% [markdown]
+# **Size, data and training length.** Gao, Schulman & Hilton 2022 (arXiv:2210.10760) trained reward models of
+# increasing size on the same comparisons and found that larger reward models over-optimise less: the gold
+# reward peaks higher and at a larger KL, and the coefficients of their fitted forms change smoothly with
+# the reward model's size; more comparisons moved the curves the same way. The book's reward models are tiny
+# and, in §12.6's benchmark, deliberately under-trained (they do not fit their own training pairs, §12.6),
+# so none of this is measured here; exercise 6 asks what longer training changes on this task. Training to
+# convergence means to the minimum of the *held-out* loss: InstructGPT's observation that one pass over
+# shuffled pairs of its rankings already over-fitted (above) is the other side of the same advice.
+
+# %% [markdown]
 # The next chapter starts from (12.6) read backwards: if the optimal policy determines the reward up to
 # $\beta\log Z$, a policy can be fitted to the comparisons directly, with no reward model and no sampling:
 # direct preference optimisation (DPO).
@@ -999,23 +1316,47 @@ rl.report_headline(f"Preferences: π* = π_ref·exp(r/β)/Z exact to 1e-9 on {PR
 #   of the rewards, and shifting them changes no probability. On a bandit the maximum-likelihood error
 #   falls as $1/\sqrt n$, on the curve the Fisher information predicts.
 # * A reward model is the policy's transformer with a scalar head, trained on (12.3). On the book's task
-#   it orders about 70 % of held-out pairs as the gold reward does, and errs most on the pairs that need
+#   it orders between 0.68 and 0.80 of held-out pairs as the gold reward does (ten seeds, 1,600 comparisons), and errs most on the pairs that need
 #   arithmetic: a right answer against a one-digit slip.
 # * The KL-regularised objective $\mathbb E_\pi[r] - \beta\,\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}})$ has the closed-form
 #   optimum $\pi^* \propto \pi_{\text{ref}}\,e^{r/\beta}$ and the value $\beta\log Z$, because
 #   $J(\pi) = \beta\log Z - \beta\,\mathrm{KL}(\pi\,\|\,\pi^*)$, (12.7). Both were checked to $10^{-9}$ by
 #   enumerating all 1,000 answers of the book's model to one prompt.
+# * Policy-gradient RL lands on $\pi^*$ when the KL is in the reward, $r - \beta\log(\pi/\pi_{\text{ref}})$, as in
+#   Ziegler et al. 2019 and InstructGPT. GRPO's $k_3$ term in the loss has the gradient of the forward KL
+#   $\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi)$ instead, and its fixed point is $\beta\,\pi_{\text{ref}}/(\lambda - r)$, not $\pi^*$
+#   (on the bandit, six times $\pi^*$'s mass on the worst arm).
 # * Best-of-$N$ has an exact distribution, (12.8). The formula $\log N - (N-1)/N$ for its KL is an upper
 #   bound, close when no answer carries much probability and far off when one does, as on the book's
 #   model, where the exact KL levels off at $-\log\pi_{\text{ref}}(\text{best answer})$.
 # * At equal KL, best-of-$N$ by the gold reward lies just under the frontier that $\pi^*$ traces. Selecting
 #   by a learned reward model instead, the gold reward bought by a larger $N$ stops tracking the reward
 #   model's own score: the first sign of over-optimisation.
-# * Over ten seeds, best-of-$N$ and GRPO against a reward model trained on 300 comparisons reproduce
-#   over-optimisation: the proxy keeps rising while the gold reward falls below the supervised model's.
-#   Best-of-$N$'s gold reward first rises and peaks (Gao et al.'s $d(\alpha - \beta d)$ fits it); GRPO's early
-#   rise is too small to detect at this scale.
-#
+# * Over ten seeds, best-of-$N$ and GRPO against an under-trained reward model (300 comparisons, 40 small
+#   steps) reproduce over-optimisation: the proxy keeps rising (for best-of-$N$ it cannot fall, by
+#   construction) while the gold reward falls below the supervised model's.
+#   Best-of-$N$'s gold reward first rises and peaks (Gao et al.'s $d(\alpha - \beta d)$ fits it, with $d$ the
+#   bound (12.9)); for GRPO's early rise, no difference detected at this scale.
+# * Practice (§12.7): rankings of $K$ answers have the Plackett–Luce likelihood (12.10), Bradley–Terry at
+#   $K = 2$, and imply $K(K-1)/2$ pairs per prompt read; a reward model's offset and scale are arbitrary, and
+#   its scale acts as $1/\beta$, so it is normalised before RL; an ensemble of five reward models fine-tuned from
+#   one supervised model still collapsed under best-of-1,024 on this task (against one reward model, no
+#   difference detected at this scale).
+
+# %%
+for name in ("best_of_n", "rl"):
+    gold_curves = np.array([r[name]["gold"] for r in oo_runs])
+    rl.claim_comparison("while the gold reward falls below the supervised model's",
+                        rl.compare(gold_curves[:, -1], gold_curves[:, 0], names=(f"{name}: gold at the end", "the supervised model's")), "<")
+rl.claim_comparison("Best-of-$N$'s gold reward first rises and peaks", oo_result["best_of_n"]["rise"], ">")
+rl.claim_comparison("for GRPO's early rise, no difference detected at this scale", oo_result["rl"]["rise"], "none")
+for e in ("mean of five", "min of five"):
+    rl.claim_comparison("still collapsed under best-of-1,024 on this task", ensemble_falls[e], "<")
+    rl.claim_comparison("against one reward model, no difference detected at this scale", ensemble_vs_one[e], "none")
+rl.claim("between 0.68 and 0.80 of held-out pairs", min(best), 0.68)
+rl.claim("between 0.68 and 0.80 of held-out pairs", max(best), 0.80)
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. *(By hand.)* Two arms; arm 1 is preferred in $w$ of $n$ comparisons. Show that the maximum-likelihood

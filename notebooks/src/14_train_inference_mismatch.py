@@ -80,7 +80,10 @@ print("with every switch at its default the policy samples itself:", rl.GRPOConf
 # %% [markdown]
 # `sampler_temperature=None` means "the trainer's temperature" (no mismatch from that source). The
 # rounding is applied to the weights and to the logits, the two ends of a low-precision forward pass; the
-# arithmetic in between stays float32, so this is a lower bound on what a real bf16 engine adds.
+# arithmetic in between stays float32. This is a model of the precision mismatch, not a measurement of
+# an engine's: a real bf16 engine also differs from its trainer by its kernels and by the order in which
+# it accumulates sums through every layer and along long sequences, which nothing here simulates, and a
+# trainer that itself computes with bf16 weights shares the weight rounding with its engine.
 #
 # ## 14.2 Seeing the mismatch, token by token
 #
@@ -137,20 +140,23 @@ for name, (switches, lag) in SOURCES.items():
     sequence_log_ratio = ((trainer - out.log_probs) * m).sum(dim=1)
     token_stats[name]["sequence_q"] = np.quantile(sequence_log_ratio.cpu().numpy(), [0.01, 0.99])
     scatter[name] = (trainer[m].exp().cpu().numpy(), (trainer - out.log_probs)[m].cpu().numpy())
-print(f"{'sampler':<11}{'KL(μ‖π) k3':>12}{'mean log ρ':>12}{'1 %':>9}{'99 %':>9}{'ρ outside [½, 2]':>18}{'seq. log ρ 1 % / 99 %':>24}")
+print("per sampled token; −mean log ρ estimates KL(μ‖π); k3 estimates it only where E_μ[ρ] = 1 (not under top-p)")
+print(f"{'sampler':<11}{'k3':>10}{'mean log ρ':>12}{'mean ρ':>8}{'1 %':>9}{'99 %':>9}{'ρ outside [½, 2]':>18}{'seq. log ρ 1 % / 99 %':>24}")
 for name, s in token_stats.items():
     q = s["quantiles"]
-    print(f"{name:<11}{s['kl_k3']:>12.2e}{s['mean']:>12.4f}{q[0.01]:>9.3f}{q[0.99]:>9.3f}{s['frac_masked']:>18.4f}"
+    print(f"{name:<11}{s['kl_k3']:>10.2e}{s['mean']:>12.4f}{s['ratio_mean']:>8.4f}{q[0.01]:>9.3f}{q[0.99]:>9.3f}{s['frac_masked']:>18.4f}"
           f"{s['sequence_q'][0]:>12.3f} / {s['sequence_q'][1]:.3f}")
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), dpi=80, sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), dpi=80)
 for ax, group in zip(axes, (("bf16", "fp16"), ("T_s = 0.5", "T_s = 1.5", "top-p 0.8"), ("lag 1", "lag 4", "lag 8"))):
     for k, name in enumerate(group):
         p, x = scatter[name]
         ax.scatter(p, x, s=4, alpha=0.35, color=f"C{k}", label=name)
-    ax.axhline(np.log(2), color="0.5", lw=0.8, ls=":")
-    ax.axhline(-np.log(2), color="0.5", lw=0.8, ls=":")
+    if ax is not axes[0]:  # the precision panel has its own, far smaller, scale
+        ax.axhline(np.log(2), color="0.5", lw=0.8, ls=":")
+        ax.axhline(-np.log(2), color="0.5", lw=0.8, ls=":")
+        ax.set_ylim(-3, 3)
     ax.set_xscale("log")
     ax.set_xlabel("π(token) under the trainer")
     ax.legend(fontsize=7, markerscale=3)
@@ -158,12 +164,11 @@ axes[0].set_ylabel("log ρ = log π − log μ")
 axes[0].set_title("precision", fontsize=9)
 axes[1].set_title("temperature and top-p", fontsize=9)
 axes[2].set_title("stale weights", fontsize=9)
-axes[0].set_ylim(-3, 3)
 plt.tight_layout();
 
 # %% [markdown]
 # The dotted lines mark $\rho = 2$ and $\rho = \tfrac12$, the band of the corrections below at their default
-# cap $C = 2$. Three pictures:
+# cap $C = 2$ (the precision panel, on its own scale, lies far inside it). Three pictures:
 #
 # * **Precision** is tiny on this model: rounding to bf16 moves the middle 98 % of the sampled tokens'
 #   log-probabilities within a band about two hundredths of a nat wide, and fp16's changes are about an eighth
@@ -171,14 +176,20 @@ plt.tight_layout();
 #   bits and bf16 8, so its relative rounding error is $2^{-3}$ of bf16's. The single *largest* change is a
 #   poor measure: over the ten seeds of `benchmarks/precision_mismatch.py` (this section's run, repeated from
 #   ten GRPO runs and samplers) bf16's ranges from 0.03 to 0.10 nats and the fp16/bf16 ratio of the largest
-#   changes from 0.05 to 0.19, one token's luck each time. The error sits on the *unlikely* tokens (on the
-#   left), because rounding is relative to the logit, and softmax turns a fixed logit error into a
-#   larger relative error where the probability is small.
+#   changes from 0.05 to 0.19, one token's luck each time. Softmax does not favour rare tokens here: a
+#   change $\Delta z$ of the logits moves token $a$'s log-probability by $\Delta z_a - \mathbb E_\pi[\Delta z]$, the
+#   same amount at any probability. Rounding is relative, though, so a token whose logit is large in
+#   magnitude gets a larger $\Delta z_a$.
 # * **Temperature and top-p** shift every token. A cold sampler ($T_s = 0.5$) over-samples the likely tokens
 #   ($\log\rho < 0$ on the right) and, when it does draw an unlikely token, draws it far less often than the
 #   trainer would ($\log\rho \gg 0$ on the left). Top-$p$ raises every kept token's probability by the same
 #   factor, $1/(\text{kept mass})$, so $\log\rho$ is one negative number per position, and the cut tokens are
-#   never seen at all.
+#   never seen at all. This is also where the usual KL estimate fails. Schulman's $k_3 = \rho - 1 - \log\rho$,
+#   averaged over the sampler's tokens, estimates $\mathrm{KL}(\mu\,\|\,\pi)$ only when $\mathbb E_\mu[\rho] = 1$;
+#   under truncation $\mathbb E_\mu[\rho] = 1 - m$, with $m$ the trainer's mass on the cut tokens (exercise 1),
+#   so $k_3$ estimates $\mathrm{KL} - m$. For top-$p$ 0.8 the plain estimate, minus the mean $\log\rho$, is more
+#   than ten times $k_3$: a logged $k_3$ understates a truncating sampler's mismatch, and a mean $\rho$ below 1
+#   is the sign.
 # * **Staleness** grows with the lag: the tokens the policy has learned to avoid in the last $k$ steps are
 #   still drawn by the stale sampler, with $\log\rho$ far below zero.
 
@@ -187,7 +198,7 @@ precision_bench = rl.benchmark_results("precision_mismatch")["runs"]  # this sec
 bf16_band = token_stats["bf16"]["quantiles"][0.99] - token_stats["bf16"]["quantiles"][0.01]
 rl.claim("within a band about two hundredths of a nat wide", np.mean(precision_bench["bf16"]["range_1_99"]), 0.02, abs=0.0025)
 rl.claim_in_spread("within a band about two hundredths of a nat wide", bf16_band, precision_bench["bf16"]["range_1_99"])
-rl.claim("fp16's changes are about an eighth", np.mean(precision_bench["ratio"]["mean_abs"]), 1 / 8, abs=0.01)
+rl.claim("fp16's changes are about an eighth", np.mean(precision_bench["ratio"]["mean_abs"]), 1 / 8)  # the words allow ±1/144
 rl.claim_in_spread("fp16's changes are about an eighth", token_stats["fp16"]["mean_abs"] / token_stats["bf16"]["mean_abs"],
                    precision_bench["ratio"]["mean_abs"])
 rl.claim("bf16's ranges from 0.03 to 0.10 nats", min(precision_bench["bf16"]["largest"]), 0.03, abs=0.005)
@@ -197,6 +208,9 @@ rl.claim("changes from 0.05 to 0.19", max(precision_bench["ratio"]["largest"]), 
 rl.claim("the tokens the policy has learned to avoid", token_stats["lag 8"]["quantiles"][0.01], high=-np.log(2))
 rl.claim("grows with the lag", token_stats["lag 8"]["kl_k3"] / token_stats["lag 1"]["kl_k3"], low=4.0)
 rl.claim("one negative number per position", token_stats["top-p 0.8"]["max"], high=0.0)
+top_p_stats = token_stats["top-p 0.8"]
+rl.claim("than ten times $k_3$", -top_p_stats["mean"] / top_p_stats["kl_k3"], low=10.0)
+rl.claim("a mean $\\rho$ below 1", top_p_stats["ratio_mean"], high=0.999)
 
 # %% [markdown]
 # ## 14.3 What the mismatch does to the gradient, exactly
@@ -300,7 +314,7 @@ trainer_log_pi = {p.prompt: torch.log_softmax(answer_logits(policy, p.prompt), -
 rewards = {p.prompt: torch.tensor([float(a == p.answer) for a in ANSWERS], dtype=torch.float64) for p in bias_prompts}
 coverage = np.mean([trainer_log_pi[p.prompt].gather(-1, ANSWER_IDS[..., None])[..., 0].sum(1).exp().sum().item() for p in bias_prompts])
 g_star = torch.cat([expected_gradient(trainer_log_pi[p.prompt], None, rewards[p.prompt], "on_policy") for p in bias_prompts])
-bias = {}
+bias, uncapped = {}, {}  # uncapped: token-level IS with no cap at all (w_t = ρ_t), for the paragraph after the table
 for name, (switches, lag) in SOURCES.items():
     sampler_model = model_from(snapshots[-1 - lag])
     if "precision" in switches:  # the sampler's weights rounded too, as rl.MismatchedSampler rounds them
@@ -315,6 +329,9 @@ for name, (switches, lag) in SOURCES.items():
     for mode in ESTIMATORS:
         g = torch.cat([expected_gradient(trainer_log_pi[p.prompt], log_mu[p.prompt], rewards[p.prompt], mode) for p in bias_prompts])
         bias[name][mode] = ((g - g_star).norm() / g_star.norm()).item(), torch.nn.functional.cosine_similarity(g, g_star, 0).item()
+    g = torch.cat([expected_gradient(trainer_log_pi[p.prompt], log_mu[p.prompt], rewards[p.prompt], "token_truncate", 1e12)
+                   for p in bias_prompts])
+    uncapped[name] = ((g - g_star).norm() / g_star.norm()).item()
 print(f"the 1,000 answers hold {coverage:.4f} of the trainer's probability (mean over {len(bias_prompts)} prompts); "
       f"{time.perf_counter() - start:.0f} s")
 print("relative bias ‖E ĝ − g*‖/‖g*‖ (cosine with g*), cap C = 2")
@@ -337,7 +354,8 @@ for name, row in bias.items():
 # * **Precision**: the uncorrected bias is about 0.009 for bf16 and 0.001 for fp16.
 # * **Staleness**: the uncorrected bias grows with the lag, from 0.10 at one step to 0.38 at eight on
 #   average (one seed need not rise at every step). TIS cuts it to 0.010 at one step but only to 0.18 at
-#   eight: the cap leaves the large ratios of a far-off sampler uncorrected. The masks drop whole tokens or
+#   eight. Part of what remains is the cap, which leaves the large ratios of a far-off sampler uncorrected,
+#   and part is that TIS weights tokens, not answers (the paragraph after the next cell). The masks drop whole tokens or
 #   whole answers, and from two steps of lag on they keep at least four fifths of the uncorrected bias on
 #   average, although their direction stays within about 40 degrees of $g^*$ (a cosine of at least 0.75 on
 #   every seed).
@@ -391,12 +409,44 @@ rl.claim_in_spread("no capped weight removes it", min(bias[name][m][0] / bias[na
                                                     for m in ("token_truncate", "token_mask")), capped_share)
 
 # %% [markdown]
+# **A per-token weight is biased even without a cap.** A weight $\rho_t$ corrects which token the sampler
+# chose at a prefix. It does not correct how often the sampler reaches that prefix (the product of the
+# earlier ratios, $\prod_{s<t}\rho_s$), nor the rest of the answer, also drawn from $\mu$, on which the reward and
+# so the advantage depend (the later ratios). Only the product $\prod_t\rho_t$ of full importance sampling
+# corrects both. Token-level weighting is a first-order approximation of the sequence-level correction,
+# close only while every $\rho_t$ stays near 1 (Zheng et al. 2025, arXiv:2512.01374; Liu, Li et al. 2025, "When
+# speed kills stability"). The hot sampler shows it without any cap in the way: its weights stay below
+# $C = 2$ (in this run TIS and token-level weighting with no cap agree to four decimals, printed below), and
+# over the ten seeds TIS's bias is 0.28 on average against 0.09 for full importance sampling, at least twice
+# as large on every seed. The cell prints, for this run, token-level importance sampling with no cap at all
+# ($w_t = \rho_t$) beside TIS and full importance sampling: for the temperature and staleness samplers the
+# uncapped per-token bias stays above full importance sampling's. (The structure of all these corrections,
+# a detached behaviour weight $\pi_{\text{old}}/\mu$ times PPO's proximal ratio $\pi_\theta/\pi_{\text{old}}$, is decoupled
+# PPO's: Hilton et al. 2021, arXiv:2110.00641. Truncated importance weights are older than RL for language
+# models, from Retrace, Munos et al. 2016, to IMPALA's V-trace, Espeholt et al. 2018; and the symmetric band
+# $[1/C, C]$ of the masks is this book's choice, where IcePop sets its own pair of bounds.)
+
+# %%
+print(f"relative bias in this run: {'full IS':>9}{'TIS, C = 2':>12}{'token IS, no cap':>18}")
+for name in SOURCES:
+    print(f"{name:<27}{bias[name]['is'][0]:>9.4f}{bias[name]['token_truncate'][0]:>12.4f}{uncapped[name]:>18.4f}")
+hot = "T_s = 1.5"
+rl.claim("agree to four decimals", abs(uncapped[hot] - bias[hot]["token_truncate"][0]), high=5e-5)
+rl.claim("TIS's bias is 0.28 on average", mean(hot, "token_truncate"), 0.28)
+rl.claim("against 0.09 for full importance sampling", mean(hot, "is"), 0.09)
+rl.claim("at least twice as large on every seed", min(np.divide(B[hot]["token_truncate"], B[hot]["is"])), low=2.0)
+UNTRUNCATED = ["T_s = 0.5", "T_s = 1.5", "lag 1", "lag 2", "lag 4", "lag 8"]
+rl.claim("the uncapped per-token bias stays above full importance sampling's",
+         min(uncapped[name] / bias[name]["is"][0] for name in UNTRUNCATED), low=1.0)
+
+# %% [markdown]
 # ## 14.4 Training with a sampler that is not the policy
 #
 # Now the runs. Chapter 9's recipe for 60 steps (64 prompts × 8 completions, $\mu = 1$, no KL penalty), with
 # one switch changed per condition. First one seed here, live: no mismatch, a sampler 8 steps stale, and
 # the same stale sampler with TIS. The trainer logs the mismatch it sees (`sampler_kl`, the $k_3$ estimate
-# of $\mathrm{KL}(\mu\,\|\,\pi)$ per token) and the share of tokens the cap truncates.
+# of $\mathrm{KL}(\mu\,\|\,\pi)$ per token, which under top-$p$ misses the cut mass, §14.2) and the share of
+# tokens the cap truncates.
 
 # %%
 LIVE = {"no mismatch": {}, "lag 8": dict(sampler_lag=8), "lag 8 + TIS": dict(sampler_lag=8, is_correction="token_truncate")}
@@ -418,7 +468,7 @@ for k, (name, (hist, _)) in enumerate(live.items()):
         axes[1].plot(hist["sampler_kl"], color=f"C{k}", label=name)
     axes[2].plot(hist["kl"], color=f"C{k}", label=name)
 axes[0].set_ylabel("training reward (the sampler's samples)")
-axes[1].set_ylabel("KL(μ ‖ π) per token (k3)")
+axes[1].set_ylabel("sampler mismatch per token (k3)")
 axes[2].set_ylabel("KL(π ‖ π_start) per token (k3)")
 axes[2].set_yscale("log")
 for ax in axes:
@@ -434,8 +484,10 @@ plt.tight_layout();
 # stale run is unstable rather than merely slow: the mismatch it trains on feeds on itself. A stale token the policy has since learned to avoid has $\pi \ll \mu$; uncorrected, a negative
 # advantage pushes its log-probability down further with the full score $e_a - \pi$, the policy moves
 # further from the stale sampler, and the next batch is more off-policy still. Every correction
-# down-weights or drops exactly those tokens ($\rho \ll 1$), which is why the masks help in training although
-# their *expected* gradient in §14.3 was no better. One seed shows a mechanism, not a
+# down-weights or drops exactly those tokens ($\rho \ll 1$). We think this is why the masks help in training
+# although their *expected* gradient in §14.3 was hardly closer to $g^*$ than no correction's, but that is a
+# hypothesis: no run here isolates it. An estimator's bias is not all that matters in training either; its
+# variance, not computed here, matters too. One seed shows a mechanism, not a
 # conclusion, so `benchmarks/mismatch_training.py` ran sixteen conditions on ten paired seeds (seed $s$
 # of every condition starts from the same supervised model and draws from the same generator), and the
 # chapter reads its stored results. Held-out pass@1 is measured on the *trainer's* policy at $T = 1$, on 500
@@ -448,7 +500,7 @@ per_seed = {c: np.array([r["pass@1"] for r in runs if r["condition"] == c]) for 
 greedy = {c: np.array([r["greedy_accuracy"] for r in runs if r["condition"] == c]) for c in conditions}
 share = {c: np.array([r["truncated"] + r["masked"] for r in runs if r["condition"] == c]) for c in conditions}
 print(f"{len(bench['seeds'])} paired seeds, {bench['num_steps']} steps each ({bench['command']}; torch {bench['torch']})")
-print(f"{'condition':<15}{'pass@1 [95 % CI]':>24}{'greedy':>8}{'sampler KL':>12}{'tokens cut/reweighted':>23}")
+print(f"{'condition':<15}{'pass@1 [95 % CI]':>24}{'greedy':>8}{'sampler k3':>12}{'tokens cut/reweighted':>23}")
 for c in conditions:
     mean, low, high = rl.mean_ci(per_seed[c])
     kl = np.mean([r["sampler_kl"] for r in runs if r["condition"] == c])
@@ -462,7 +514,7 @@ def versus(a, b):
 comparisons = {(a, b): versus(a, b) for a, b in [
     ("lag1", "on_policy"), ("lag2", "on_policy"), ("lag4", "on_policy"), ("lag8", "on_policy"),
     ("lag8_tis", "lag8"), ("lag8_mis", "lag8"), ("lag8_seq_mask", "lag8"), ("lag8_geo_mask", "lag8"),
-    ("lag8_tis", "on_policy"), ("lag8_tis", "lag8_mis"), ("lag8_tis", "lag8_geo_mask"),
+    ("lag8_tis", "on_policy"), ("lag8_tis", "lag8_mis"), ("lag8_tis", "lag8_geo_mask"), ("lag8_tis", "lag8_seq_mask"),
     ("bf16", "on_policy"), ("fp16", "on_policy"), ("temp0.5", "on_policy"), ("temp0.5_tis", "temp0.5"),
     ("top_p0.8", "on_policy"), ("top_p0.8_tis", "top_p0.8"), ("temp1.5", "on_policy")]}
 for c in comparisons.values():
@@ -495,28 +547,38 @@ plt.tight_layout();
 # What ten seeds show, condition by condition:
 #
 # * **Staleness hurts, and it hurts early.** Even one step of lag lowers pass@1, and the loss grows with the
-#   lag: eight steps cost 0.36 of pass@1, with a wide spread across seeds (some seeds collapse, with the
+#   lag from one step to two and from two to four; from four to eight there is no difference detected at
+#   this scale. Eight steps cost 0.36 of pass@1, with a wide spread across seeds (some seeds collapse, with the
 #   KL from the start exploding). The stale runs also train on a larger mismatch than the corrected ones
-#   (the sampler-KL column): uncorrected, the drift feeds on itself.
+#   (the sampler-$k_3$ column): uncorrected, the drift feeds on itself.
 # * **Every correction repairs most of it.** TIS, token masking, the sequence mask and the geometric mask
 #   all beat the uncorrected stale run. TIS does best: it comes back to within about a point and a half of
-#   on-policy training, still below it (the interval excludes zero). TIS beats token masking and the
-#   geometric mask; the geometric mean hides a single far-off token inside a long answer's average, and
-#   recovers least.
+#   on-policy training, still below it (the interval excludes zero). TIS beats the sequence mask, token
+#   masking and the geometric mask; the geometric mean hides a single far-off token inside a long answer's
+#   average, and recovers least.
 # * **Precision makes no difference detected at this scale**, for bf16 and for fp16: their exact bias was
 #   a percent or less (§14.3), far below what sixty steps can feel.
-# * **A cold sampler and a top-p sampler hurt, and TIS does not help**: for both, the difference TIS makes
-#   is no difference detected at this scale, as §14.3's exact bias predicted. The greedy accuracy stays
-#   where on-policy training puts it: the policy learns the right answer, but the tail the sampler never
-#   shows it is never pushed down, so sampling at $T = 1$ keeps drawing it.
+# * **A cold sampler and a top-p sampler hurt pass@1 at $T = 1$, and TIS made no difference detected at
+#   this scale** for either, as §14.3's exact bias predicted. In greedy accuracy there is no difference
+#   detected at this scale from on-policy training: the policy learns the right answer, but the tail the
+#   sampler never shows it is never pushed down, so sampling at $T = 1$ keeps drawing it. (Pass@1 under the
+#   sampler's own $T_s$ or top-$p$, which a deployment with the same settings would see, was not measured.)
 # * **A hotter sampler** ($T_s = 1.5$) ends slightly above on-policy training at $T = 1$: its samples show the
 #   trainer more of the tail to push down.
+#
+# This section makes 19 paired comparisons. A Holm correction for their number (family-wise error rate 5 %)
+# keeps every detected difference except three: TIS's margins over the sequence mask and over token
+# masking, and the loss from one step of lag. Read those three as likely but not established at ten seeds.
 
 # %%
 rl.claim_comparison("Even one step of lag lowers pass@1", comparisons["lag1", "on_policy"], "<")
 drop = {k: -comparisons[f"lag{k}", "on_policy"].mean_diff for k in (1, 2, 4, 8)}  # pass@1 lost to a lag of k steps
-rl.claim("the loss grows with the lag", min(drop[b] - drop[a] for a, b in ((1, 2), (2, 4), (4, 8))), low=1e-9)
-rl.claim("eight steps cost 0.36 of pass@1", drop[8], 0.36, abs=5e-3)
+for a, b in ((1, 2), (2, 4)):
+    rl.claim_comparison("the loss grows with the lag from one step to two and from two to four",
+                        rl.compare(per_seed[f"lag{a}"], per_seed[f"lag{b}"], names=(f"lag {a}", f"lag {b}")), ">")
+rl.claim_comparison("from four to eight there is no difference detected",
+                    rl.compare(per_seed["lag4"], per_seed["lag8"], names=("lag 4", "lag 8")), "none")
+rl.claim("Eight steps cost 0.36 of pass@1", drop[8], 0.36, abs=5e-3)
 sampler_kl = {c: np.array([r["sampler_kl"] for r in runs if r["condition"] == c]) for c in conditions}
 rl.claim_comparison("train on a larger mismatch than the corrected ones", rl.compare(sampler_kl["lag8"], sampler_kl["lag8_tis"],
                                                                                     names=("lag 8's sampler KL", "lag 8 + TIS's")), ">")
@@ -526,8 +588,10 @@ for fix in ("lag8_tis", "lag8_mis", "lag8_seq_mask", "lag8_geo_mask"):
     rl.claim_comparison("all beat the uncorrected stale run", comparisons[fix, "lag8"], ">")
 rl.claim_comparison("still below it (the interval excludes zero)", comparisons["lag8_tis", "on_policy"], "<")
 rl.claim("within about a point and a half", -comparisons["lag8_tis", "on_policy"].mean_diff, 0.015,
-         abs=(comparisons["lag8_tis", "on_policy"].ci_high - comparisons["lag8_tis", "on_policy"].ci_low) / 2)
-rl.claim_comparison("TIS beats token masking", comparisons["lag8_tis", "lag8_mis"], ">")
+         abs=0.005)  # "about a point and a half": nearer 1.5 points than 1 or 2
+rl.claim_comparison("TIS does best", comparisons["lag8_tis", "lag8_seq_mask"], ">")
+rl.claim_comparison("TIS beats the sequence mask", comparisons["lag8_tis", "lag8_seq_mask"], ">")
+rl.claim_comparison("token masking", comparisons["lag8_tis", "lag8_mis"], ">")
 rl.claim_comparison("and the geometric mask", comparisons["lag8_tis", "lag8_geo_mask"], ">")
 rl.claim("recovers least", per_seed["lag8_geo_mask"].mean() - max(per_seed[c].mean() for c in ("lag8_tis", "lag8_mis", "lag8_seq_mask")),
          high=0.0)
@@ -535,10 +599,18 @@ rl.claim_comparison("Precision makes no difference detected at this scale", comp
 rl.claim_comparison("for bf16 and for fp16", comparisons["fp16", "on_policy"], "none")
 rl.claim_comparison("A cold sampler and a top-p sampler hurt", comparisons["temp0.5", "on_policy"], "<")
 rl.claim_comparison("and a top-p sampler hurt", comparisons["top_p0.8", "on_policy"], "<")
-rl.claim_comparison("the difference TIS makes is no difference detected", comparisons["temp0.5_tis", "temp0.5"], "none")
-rl.claim_comparison("TIS makes is no difference detected at this scale", comparisons["top_p0.8_tis", "top_p0.8"], "none")
-rl.claim("The greedy accuracy stays", max(abs(greedy[c].mean() - greedy["on_policy"].mean()) for c in ("temp0.5", "top_p0.8")), high=0.01)
+rl.claim_comparison("and TIS made no difference detected at this scale", comparisons["temp0.5_tis", "temp0.5"], "none")
+rl.claim_comparison("and TIS made no difference detected at this scale", comparisons["top_p0.8_tis", "top_p0.8"], "none")
+for c in ("temp0.5", "top_p0.8"):
+    rl.claim_comparison("In greedy accuracy there is no difference detected at this scale from on-policy training",
+                        rl.compare(greedy[c], greedy["on_policy"], names=(f"{c} greedy", "on-policy greedy")), "none")
 rl.claim_comparison("ends slightly above on-policy training", comparisons["temp1.5", "on_policy"], ">")
+holm = dict(zip(comparisons, rl.adjust_p_values([c.p_value for c in comparisons.values()], method="holm")))
+lost_to_holm = {pair for pair, c in comparisons.items() if c.p_value <= 0.05 < holm[pair]}
+print(f"Holm over {len(comparisons)} comparisons; detected before but not after:", sorted(lost_to_holm))
+rl.claim("This section makes 19 paired comparisons", len(comparisons), 19, abs=0)
+assert lost_to_holm == {("lag8_tis", "lag8_seq_mask"), ("lag8_tis", "lag8_mis"), ("lag1", "on_policy")}, "except three"
+assert sum(c.p_value <= 0.05 for c in comparisons.values()) - len(lost_to_holm) == sum(holm[p] <= 0.05 for p in comparisons)
 
 # %% [markdown]
 # ## 14.5 Fixes at the source
@@ -553,10 +625,16 @@ rl.claim_comparison("ends slightly above on-policy training", comparisons["temp1
 # * **Temperature**: score the tokens at the temperature they were sampled at. In rlbook that means
 #   `GRPOConfig(temperature=T)` rather than `sampler_temperature=T`: one number used in both places, as TRL
 #   does with its single `temperature`.
-# * **Precision**: sample and train in the same format. Qi et al. 2025 found that switching *both* to fp16,
-#   whose 10-bit mantissa keeps 8 times finer steps than bf16's 7, removes most of the mismatch of large
-#   runs. On this model, fp16's bias is well under half of bf16's (§14.3; the mantissas alone predict an eighth, and
-#   the ratio over one run's 16 prompts moves with that run's weights).
+# * **Precision**: Qi et al. 2025 found that running *both* the trainer and the engine in fp16 instead of
+#   bf16 removes most of the mismatch of large runs; fp16's 10-bit mantissa keeps steps 8 times finer than
+#   bf16's 7. On this model, fp16's bias is well under half of bf16's (§14.3; the mantissas alone predict an
+#   eighth, and the ratio over one run's 16 prompts moves with that run's weights). Two more fixes act at
+#   the source: computing the LM head in float32 in both (MiniMax-M1, arXiv:2506.13585; `fp32_lm_head=True`
+#   here, §11.6; `cast_lm_head_to_fp32` in TRL) removes the logit rounding that (14.1) simulates, and
+#   batch-invariant inference kernels (Thinking Machines, "Defeating nondeterminism in LLM inference",
+#   2025) remove the part that comes from the engine's kernels. In mixture-of-experts models the two
+#   stacks can also route a token to different experts; Rollout Routing Replay (arXiv:2510.11370) replays
+#   the engine's routing in the trainer (the end of this section shows why on a toy layer).
 # * **Staleness**: bound the lag (AReaL's maximum staleness $\eta$), or update the sampler's weights in
 #   flight, between tokens of a generation (PipelineRL), and correct what remains with TIS.
 #
@@ -574,11 +652,16 @@ offsets = [0.0, 10.0, 30.0, 100.0, 300.0]
 bf16_bias = [mismatch_numbers(precision="bf16", offset=o)["moments"]["uncorrected"]["bias_norm"] for o in offsets]
 print("bf16, uncorrected ‖bias‖ against the logit offset: "
       + ", ".join(f"{o:g}: {b:.4f}" for o, b in zip(offsets, bf16_bias)))
+rl.claim("fp16's bias is well under half of bf16's", bias["fp16"]["none"][0] / bias["bf16"]["none"][0], high=0.5)
 
 # %% [markdown]
-# At this model's scale (offset 0) the bf16 bias is nothing; as the logits move away from zero it grows: from 0.0008 at offset 0 to 0.079 at 300, more than twice the bias of a sampler at $T_s = 0.7$ in
-# the same setting (printed under the figure below). That is the scale at which the precision mismatch
-# matters, and why it shows in large models and not here.
+# At this model's scale (offset 0) the bf16 bias is nothing: 0.0008. As the logits move away from zero it
+# grows, though not at every step, since rounding is a staircase: about 0.013 at an offset of 30, a size
+# real logits reach, and 0.079 at 300, more than twice the bias of a sampler at $T_s = 0.7$ in the same setting
+# (printed under the figure below). At 300, bf16's spacing is 2 nats, so that end of the scan is an
+# extreme that shows the direction, not a model of a real engine. Large logits are one reason the
+# precision mismatch shows in large models and not here; the others (the engine's kernels, sums
+# accumulated through many layers and long sequences, expert routing) are not in this simulation at all.
 #
 # **Explore.** The `mismatch` explorer (also `rlbook explore mismatch`) sets a trainer distribution over ten
 # tokens and a sampler with its own temperature, top-$p$ and precision. It draws the two distributions,
@@ -587,11 +670,12 @@ print("bf16, uncorrected ‖bias‖ against the logit offset: "
 # and under top-$p$ no cap removes the bias. The static figure shows $T_s = 0.7$, top-$p$ 1, fp32, $C = 2$.
 
 # %%
-rl.claim("fp16's bias is well under half of bf16's", bias["fp16"]["none"][0] / bias["bf16"]["none"][0], high=0.5)
 rl.claim("At this model's scale (offset 0) the bf16 bias is nothing", bf16_bias[0], high=1e-3)
 rl.claim("more than twice the bias of a sampler at", bf16_bias[-1] / mismatch_numbers(temperature=0.7)["moments"]["uncorrected"]["bias_norm"], low=2.0)
-rl.claim("from 0.0008 at offset 0", bf16_bias[0], 0.0008, abs=5e-5)
-rl.claim("to 0.079 at 300", bf16_bias[-1], 0.079, abs=5e-4)
+rl.claim("the bf16 bias is nothing: 0.0008", bf16_bias[0], 0.0008, abs=5e-5)
+rl.claim("about 0.013 at an offset of 30", bf16_bias[2], 0.013)
+rl.claim("and 0.079 at 300", bf16_bias[-1], 0.079, abs=5e-4)
+rl.claim("though not at every step", min(np.diff(bf16_bias)), high=0.0)
 
 # %%
 fig, axes = plt.subplots(2, 2, figsize=MISMATCH_FIGSIZE)
@@ -606,25 +690,122 @@ except ImportError:
     print("ipywidgets is not installed: the static figure above shows the explorer at T_s = 0.7, C = 2")
 
 # %% [markdown]
+# **Routing in mixture-of-experts models.** A mixture-of-experts layer sends each token to the experts with
+# the largest router logits (top-1 below, top-$k$ in practice). That choice is discrete, so a difference in
+# the router logits too small to matter anywhere else, a rounding like (14.1), flips it for every token whose
+# two largest router logits are closer than the rounding; the sampler and the trainer then compute that token
+# with different experts, and its log-ratio jumps by far more than the rounding could move it. No weight
+# corrects this well: the ratio is large because the two sides evaluated different functions, not because
+# the sampler drew an unlikely token. The fix is at the source. Rollout Routing Replay (R3; Ma et al. 2025,
+# arXiv:2510.11370) records the inference engine's expert choice for every token and layer and replays it
+# in the trainer's forward pass; only the discrete choice is replayed, and the gate weights are recomputed
+# from the trainer's router, so the router still gets its gradient. DeepSeek-V3.2 (arXiv:2512.02556) does
+# the same under the name Keep Routing, beside Keep Sampling Mask, which applies the sampler's top-$p$/top-$k$
+# mask to the trainer's probabilities (the truncation fix above).
+#
+# The cell builds a toy top-1 layer: 1,000 token states, a router over 4 experts, each expert a linear map to
+# 32 token logits, scaled by its gate weight. The sampler computes the router and expert logits rounded to
+# bf16, the trainer in float64; both score the tokens the sampler drew. In this one layer 2 of the 1,000
+# tokens are routed differently, both with their two largest router logits within bf16's rounding of each
+# other, and their log-ratios jump to 0.33 and 0.93, against at most 0.012 for every other token. Replaying
+# the sampler's routing in the trainer brings the largest log-ratio down to 0.012, what the rounding of the
+# expert logits alone leaves. A real model has dozens of such layers, and a token's computation differs if
+# any of them routes it differently.
+
+# %%
+import torch
+moe_gen = torch.Generator().manual_seed(0)
+NUM_TOKENS, DIM, EXPERTS, VOCAB = 1000, 16, 4, 32
+hidden = torch.randn(NUM_TOKENS, DIM, generator=moe_gen, dtype=torch.float64)
+router = torch.randn(EXPERTS, DIM, generator=moe_gen, dtype=torch.float64)
+experts = torch.randn(EXPERTS, VOCAB, DIM, generator=moe_gen, dtype=torch.float64) / DIM ** 0.5
+
+
+def bf16(x):
+    return x.to(torch.bfloat16).to(torch.float64)
+
+
+def moe_log_probs(router_logits, expert_logits, route):
+    """Top-1 MoE: the routed expert's logits scaled by its gate weight (softmax of the router's own logits)."""
+    gate = torch.softmax(router_logits, -1).gather(1, route[:, None])
+    return torch.log_softmax(gate * expert_logits.gather(1, route[:, None, None].expand(-1, 1, VOCAB))[:, 0], -1)
+
+
+router_logits = hidden @ router.T  # (tokens, experts), the trainer's exact router
+expert_logits = torch.einsum("evd,td->tev", experts, hidden)  # (tokens, experts, vocab)
+sampler_router, sampler_experts = bf16(router_logits), bf16(expert_logits)  # the engine's rounded copy
+sampler_route, trainer_route = sampler_router.argmax(-1), router_logits.argmax(-1)
+moe_log_mu = moe_log_probs(sampler_router, sampler_experts, sampler_route)
+tokens = torch.multinomial(moe_log_mu.exp(), 1, generator=moe_gen)[:, 0]  # the sampled tokens
+moe_log_mu = moe_log_mu.gather(1, tokens[:, None])[:, 0]
+log_pi_own = moe_log_probs(router_logits, expert_logits, trainer_route).gather(1, tokens[:, None])[:, 0]
+log_pi_replay = moe_log_probs(router_logits, expert_logits, sampler_route).gather(1, tokens[:, None])[:, 0]
+flipped = sampler_route != trainer_route
+own_ratio, replay_ratio = (log_pi_own - moe_log_mu).abs(), (log_pi_replay - moe_log_mu).abs()
+print(f"tokens routed differently by the sampler and the trainer: {int(flipped.sum())} of {NUM_TOKENS}")
+print(f"|log π − log μ|, trainer's own routing: largest on a flipped token {own_ratio[flipped].max():.3f}, "
+      f"on the others {own_ratio[~flipped].max():.2e}")
+print(f"|log π − log μ|, sampler's routing replayed: largest {replay_ratio.max():.2e}")
+
+# %%
+top2 = router_logits.topk(2, dim=-1).values
+gaps_flipped = (top2[:, 0] - top2[:, 1])[flipped]
+rl.claim("In this one layer 2 of the 1,000", int(flipped.sum()), 2, abs=0)
+# bf16 keeps 8 significant bits: its spacing at |x| is 2^(⌊log2|x|⌋ − 7); a flip needs a gap below it
+spacing = 2.0 ** (torch.floor(torch.log2(top2[flipped, 0].abs())) - 7)
+rl.claim("within bf16's rounding of each other", (gaps_flipped / spacing).max().item(), high=1.0)
+jumps = sorted(own_ratio[flipped].tolist())
+rl.claim("their log-ratios jump to 0.33 and 0.93", jumps[0], 0.33)
+rl.claim("their log-ratios jump to 0.33 and 0.93", jumps[1], 0.93)
+rl.claim("against at most 0.012 for every other token", own_ratio[~flipped].max().item(), 0.012)
+rl.claim("brings the largest log-ratio down to 0.012", replay_ratio.max().item(), 0.012)
+
+# %% [markdown]
 # ## 14.6 In TRL
 #
 # TRL's `GRPOTrainer` applies a correction whenever it samples with vLLM, and by default:
-# `vllm_importance_sampling_correction=True` with `vllm_importance_sampling_mode="sequence_mask"` and a cap
-# of 3, on the product ratio $\rho_{\text{seq}}$ of (14.4). `rl.bridge.to_trl_config` maps the book's settings to
-# TRL's: `is_correction` "token_truncate", "token_mask", "sequence_truncate" and "sequence_mask" to the mode
-# of the same name with the band $[1/C, C]$ (or $\min(\rho, C)$), and "none" to
+# `vllm_importance_sampling_correction=True` with `vllm_importance_sampling_mode="sequence_mask"` on the
+# product ratio $\rho_{\text{seq}}$ of (14.4), bounded above only. With `vllm_importance_sampling_clip_max=3.0`
+# and `vllm_importance_sampling_clip_min=None` (the defaults in TRL 1.16), a sequence with $\rho_{\text{seq}} > 3$
+# is dropped and one with $\rho_{\text{seq}} < 1/3$ is kept, at weight $\rho_{\text{seq}}$: the band is $[0, 3]$, not
+# the $[1/C, C]$ of (14.4), which needs `vllm_importance_sampling_clip_min` set. `rl.bridge.to_trl_config` maps
+# the book's settings to TRL's: `is_correction` "token_truncate", "token_mask", "sequence_truncate" and
+# "sequence_mask" to the mode of the same name, with `vllm_importance_sampling_clip_min` set to $1/C$ for the
+# masks (the band $[1/C, C]$) and $\min(\rho, C)$ for the truncations, and "none" to
 # `vllm_importance_sampling_correction=False`; `sampler_top_p` and `sampler_top_k` to TRL's `top_p` and
 # `top_k`, which TRL applies where it samples and not where it scores, the truncation mismatch of §14.2.
 # It refuses by name what TRL cannot express: the geometric-mean masks, a sampler temperature other
 # than the trainer's, a sampler precision and a lag. The losses and gradients of the four mapped modes
 # equal TRL's to 1e-6 (`tests/test_bridge.py`). Two practical notes from TRL's and verl's issue trackers:
 #
-# * a clip fraction of exactly zero with one pass per batch does not mean the samples were on-policy: the
+# * A clip fraction of exactly zero with one pass per batch does not mean the samples were on-policy: the
 #   ratio the clip sees is $\pi_\theta/\pi_{\text{old}}$ with the trainer's own $\pi_{\text{old}}$, which is 1 at the first pass
 #   whatever drew the tokens. Log the trainer-to-sampler ratio of §14.2 instead (`sampler_log_ratio_mean`
-#   and `sampler_kl` here; TRL logs its importance-sampling ratio);
-# * the product ratio of a long completion drifts far from 1 even when every token's ratio is close, so
+#   and `sampler_kl` here, the second a $k_3$ that misses a truncating sampler's cut mass; TRL logs its
+#   importance-sampling ratio).
+# * The product ratio of a long completion drifts far from 1 even when every token's ratio is close, so
 #   a sequence mask with a small cap drops most long answers: watch the masked share.
+#
+# **What to set.** A rule of thumb drawn from this chapter's measurements and the papers it cites, not a
+# recipe tested here as a whole:
+#
+# * *Temperature and truncation*: fix them at the source, since no correction repaired either here (§14.4).
+#   Score at the temperature you sample at (TRL's single `temperature` does that), and sample without `top_p`
+#   or `top_k` during RL unless the trainer applies the sampler's truncation to its own log-probabilities
+#   (DeepSeek-V3.2, arXiv:2512.02556, keeps the sampler's mask for exactly this).
+# * *Precision*: the same format on both sides, fp16 where the model tolerates it, and the LM head in float32
+#   (`cast_lm_head_to_fp32=True` in TRL).
+# * *Mixture of experts*: replay the sampler's expert routing in the trainer (R3, DeepSeek-V3.2's Keep Routing;
+#   §14.5), which needs an engine that returns the routing it used.
+# * *Staleness and what numeric mismatch remains*: a correction. Token-level TIS with $C = 2$ repaired most of
+#   an eight-step lag on these short answers (§14.4). For long answers or a large lag, where a per-token weight
+#   is a poor approximation of the sequence's (§14.3), use a sequence-level mask, TRL's default
+#   `sequence_mask` with `vllm_importance_sampling_clip_min` set for a two-sided band, and watch the share it
+#   drops.
+# * *Log* the mean log-ratio between trainer and sampler (minus the KL) and the mean ratio, not $k_3$ alone;
+#   the share of tokens or sequences truncated or masked; and how both move over training. A mean ratio
+#   below 1 points at truncation (or at a cold sampler, which nearly never draws some tokens the trainer
+#   gives mass to), a growing mean log-ratio at staleness or drift.
 #
 # ## Summary
 #
@@ -633,20 +814,30 @@ except ImportError:
 # * Token by token, precision moves log-probabilities by hundredths of a nat on this model, temperature and
 #   top-$p$ by tenths, staleness by more as the lag grows, on the tokens the policy has just learned to avoid.
 # * The bias of the uncorrected gradient, computed exactly over the model's 1,000 answers, grows with the
-#   lag; TIS reduces it, less as the lag grows; no capped weight repairs a cold or truncated sampler. The
-#   expected gradient does not tell the whole story: masks, no better in expectation, repair training
-#   because they drop the far-off tokens that make the uncorrected run drift.
-# * Over ten paired seeds: staleness degraded training at every lag tried (eight steps cost about a third
-#   of pass@1) and all four corrections repaired most of it, TIS best; bf16 and fp16 made no difference
-#   detected at this scale; a cold or top-$p$ sampler hurt and TIS did not help: those need a fix at the
-#   source.
+#   lag; TIS reduces it, less as the lag grows; no capped weight repairs a cold or truncated sampler. Even
+#   with no cap a per-token weight leaves a bias that only the sequence's product ratio removes: it corrects
+#   the token drawn at a prefix, not how often the sampler reaches that prefix. The expected gradient does
+#   not tell the whole story: the masks repair training though they barely reduce the expected bias,
+#   plausibly (untested here) because they drop the far-off tokens that make the uncorrected run drift.
+# * Over ten paired seeds: staleness degraded training at every lag tried (eight steps cost 0.36
+#   of pass@1; one step's loss would not survive a correction for the number of tests) and all four
+#   corrections repaired most of it, TIS the most (its lead over two of the masks would not survive that
+#   correction either); bf16 and fp16 made no difference
+#   detected at this scale; a cold or top-$p$ sampler hurt, and TIS made no difference detected for either:
+#   those need a fix at the source.
+# * In a mixture-of-experts layer a rounding-sized difference in the router logits sends the tokens near a
+#   tie to different experts in the sampler and the trainer, and their log-ratios jump; replaying the
+#   sampler's routing in the trainer (R3, DeepSeek-V3.2's Keep Routing) leaves only the rounding (§14.5).
 
 # %%
 rl.claim_comparison("staleness degraded training at every lag tried", comparisons["lag1", "on_policy"], "<")
 rl.claim_comparison("all four corrections repaired most of it", comparisons["lag8_geo_mask", "lag8"], ">")
 rl.claim("repaired most of it", min(per_seed[c].mean() - per_seed["lag8"].mean() for c in ("lag8_tis", "lag8_mis", "lag8_seq_mask", "lag8_geo_mask"))
          / (per_seed["on_policy"].mean() - per_seed["lag8"].mean()), low=0.5)
-rl.claim_comparison("a cold or top-$p$ sampler hurt and TIS did not help", comparisons["top_p0.8_tis", "top_p0.8"], "none")
+rl.claim_comparison("and TIS made no difference detected for either", comparisons["top_p0.8_tis", "top_p0.8"], "none")
+rl.claim_comparison("and TIS made no difference detected for either", comparisons["temp0.5_tis", "temp0.5"], "none")
+rl.claim_comparison("a cold or top-$p$ sampler hurt", comparisons["top_p0.8", "on_policy"], "<")
+rl.claim("eight steps cost 0.36", drop[8], 0.36)
 rl.report_headline(f"Mismatch: lag 8 − on-policy pass@1 {comparisons['lag8', 'on_policy'].mean_diff:+.3f} "
                    f"[{comparisons['lag8', 'on_policy'].ci_low:+.3f}, {comparisons['lag8', 'on_policy'].ci_high:+.3f}]; "
                    f"TIS − uncorrected {comparisons['lag8_tis', 'lag8'].mean_diff:+.3f} "
@@ -690,16 +881,27 @@ print(f"exactly, on four tokens: E_μ[ρ] = {(mu[mu > 0] * (pi / mu)[mu > 0]).su
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 2
 #
-# A larger cap lets more of the large ratios through, so the bias falls towards full importance sampling's
-# (near zero); the variance, not computed here, rises. The cell prints the relative bias for each cap.
+# A larger cap lets more of the large ratios through, so the bias falls as long as the cap still binds;
+# once the cap is above every ratio the sampler produces, it stops moving. It does not fall to full
+# importance sampling's: it levels off at the bias of token-level weighting with no cap, which §14.3
+# showed stays above full importance sampling's, because a per-token weight does not correct the prefix
+# the sampler reached. The rest of the bias is the token-level approximation, not the cap. The variance,
+# not computed here, rises with the cap. The cell prints the relative bias for each cap, the two limits,
+# and the first cap at which the bias is half its $C = 2$ value (on one run the cap may stop binding before
+# that, and then no cap halves it).
 
 # %% tags=["solution"]
 stale = model_from(snapshots[-1 - 8])
 stale_log_mu = {p.prompt: torch.log_softmax(answer_logits(stale, p.prompt), -1) for p in bias_prompts}
-for cap in (2.0, 4.0, 8.0, 16.0):
+by_cap = {}
+for cap in (2.0, 4.0, 8.0, 16.0, 64.0):
     g = torch.cat([expected_gradient(trainer_log_pi[p.prompt], stale_log_mu[p.prompt], rewards[p.prompt], "token_truncate", cap)
                    for p in bias_prompts])
-    print(f"C = {cap:>4g}: relative bias {((g - g_star).norm() / g_star.norm()).item():.3f}")
+    by_cap[cap] = ((g - g_star).norm() / g_star.norm()).item()
+    print(f"C = {cap:>4g}: relative bias {by_cap[cap]:.3f}")
+print(f"no cap (token-level IS): {uncapped['lag 8']:.3f};  full importance sampling: {bias['lag 8']['is'][0]:.3f}")
+halved = [cap for cap, b in by_cap.items() if b <= by_cap[2.0] / 2]
+print("first cap at which the bias is half its C = 2 value:", f"C = {halved[0]:g}" if halved else "none of these")
 
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 3

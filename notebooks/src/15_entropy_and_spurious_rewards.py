@@ -9,8 +9,8 @@
 #   clip-higher keeps the entropy up;
 # * switch on the entropy-management methods of 2025 (an entropy bonus, Clip-Cov, KL-Cov, training on
 #   the high-entropy "forking" tokens only) and compare them at equal budget;
-# * say what random and format-only rewards do to a model trained from scratch, and why that differs from
-#   the pretrained models on which they were reported to help;
+# * say what random and format-only rewards do to a model trained from scratch when the PPO clip barely
+#   acts, and what that can and cannot tell about the pretrained models on which they were reported to help;
 # * watch a policy find a loophole in its verifier, catch it three ways (the gap between the reward it
 #   trained on and a strict verifier's, a strict verifier on held-out problems, reading samples) and fix it;
 # * test on a harder split whether RL expands what the model can solve or only sharpens it, by pass@k up
@@ -59,8 +59,10 @@ print("size:", SIZE)
 # exact gradient of $\sum_a\pi(a)A(a)$ with a centred $A$), so
 # $\Delta H \approx -\eta\,\mathrm{Cov}_\pi(\log\pi,\ \pi A)$: when the likely tokens are the rewarded ones, the
 # covariance is positive and the entropy falls. That is the usual situation after supervised training,
-# where the model is right more often than not and its right answers are its likely ones (Cui et al.
-# 2025, Lemma 1). A rare token with a positive advantage raises the entropy. The cell checks (15.1) on a
+# where the model is right more often than not and its right answers are its likely ones. A rare token with
+# a positive advantage raises the entropy. (15.1) is Lemma 1 of Cui et al. 2025; for a natural-gradient
+# step, $\Delta z = \eta A$, it becomes $\Delta H \approx -\eta\,\mathrm{Cov}_\pi(\log\pi,\ A)$, the form their
+# entropy-control methods of §15.3 start from. The cell checks (15.1) on a
 # six-token policy against the exact change, at two step sizes: the gap shrinks four times when $\eta$
 # halves, as a first-order formula's must.
 
@@ -143,7 +145,7 @@ print("pass@1:", versus("grpo_b0_clip_higher", "grpo_b0", "pass@1"))
 # %% [markdown]
 # Every method's entropy falls fast in the first steps and keeps falling: a few tenths of a nat per token
 # after supervised training, a few hundredths at the end. The family splits in two. Dr. GRPO and CISPO end
-# with the lowest entropy, about a third of `grpo_b0`'s, and with a higher pass@1 and longer answers:
+# with the lowest entropy, 0.33 and 0.38 of `grpo_b0`'s mean, and with a higher pass@1 and longer answers:
 # they keep the working (chapter 10 showed why GRPO's per-sequence normalisation shortens right answers and
 # Dr. GRPO's does not), and a long answer whose working is fixed by the question is a low-entropy answer.
 # GSPO and DAPO show no difference detected at this scale from `grpo_b0` in final entropy.
@@ -160,9 +162,8 @@ print("pass@1:", versus("grpo_b0_clip_higher", "grpo_b0", "pass@1"))
 # %%
 rl.claim_comparison("Dr. GRPO and CISPO end with the lowest entropy", entropy_cmp["dr_grpo"], "<")
 rl.claim_comparison("CISPO end with the lowest entropy", entropy_cmp["cispo"], "<")
-rl.claim("about a third of `grpo_b0`'s", max(values(c, "final_entropy").mean() for c in ("dr_grpo", "cispo")) / values("grpo_b0", "final_entropy").mean(),
-         1 / 3, abs=(rl.mean_ci(values("grpo_b0", "final_entropy"))[2] - rl.mean_ci(values("grpo_b0", "final_entropy"))[1]) / 2
-         / values("grpo_b0", "final_entropy").mean())
+for c, said in (("dr_grpo", 0.33), ("cispo", 0.38)):
+    rl.claim("0.33 and 0.38 of `grpo_b0`'s mean", values(c, "final_entropy").mean() / values("grpo_b0", "final_entropy").mean(), said)
 for c in ("dr_grpo", "cispo"):
     rl.claim_comparison("with a higher pass@1", versus(c, "grpo_b0", "pass@1"), ">")
     rl.claim_comparison("and longer answers", versus(c, "grpo_b0", "final_length"), ">")
@@ -177,7 +178,7 @@ rl.claim("a few hundredths at the end", values("grpo_b0", "final_entropy").mean(
 
 # %% [markdown]
 # **The entropy–performance relation.** Cui et al. fitted, along a run, the training accuracy $R$ against
-# the entropy $H$ as $R = -a\,e^{H} + b$ (their eq. 1): performance is bought with entropy, and $b$, the
+# the entropy $H$ as $R = -a\,e^{H} + b$ (their eq. 1): performance is bought with entropy, and $b - a$, the
 # value at $H = 0$, is where the run must stop once the entropy is spent. `rl.entropy_performance_fit`
 # fits it by least squares in $x = e^H$. The cell fits it to each `grpo_b0` run's 40 steps (the batch's
 # sampled accuracy against its entropy), and gives $a$, $b$ and $R^2$ across the ten seeds with their
@@ -190,8 +191,24 @@ last_batch = rl.mean_ci([np.mean(r["curves"]["pass@1"][-5:]) for r in by["grpo_b
 print(f"a = {a_ci[0]:.3f} [{a_ci[1]:.3f}, {a_ci[2]:.3f}];  b = {b_ci[0]:.3f} [{b_ci[1]:.3f}, {b_ci[2]:.3f}];  "
       f"R² = {r2_ci[0]:.3f} [{r2_ci[1]:.3f}, {r2_ci[2]:.3f}]  (ten runs)")
 print(f"batch accuracy over the last five steps: {last_batch[0]:.3f} [{last_batch[1]:.3f}, {last_batch[2]:.3f}]")
-ceiling = rl.mean_ci([f["b"] - f["a"] for f in fits])
-print(f"the fit's accuracy at H = 0, b − a = {ceiling[0]:.3f} [{ceiling[1]:.3f}, {ceiling[2]:.3f}]")
+ceiling_per_seed = np.array([f["b"] - f["a"] for f in fits])
+ceiling = rl.mean_ci(ceiling_per_seed)
+print(f"the fit's accuracy at H = 0, b − a = {ceiling[0]:.3f} [{ceiling[1]:.3f}, {ceiling[2]:.3f}]; above 1 on "
+      f"{int(np.sum(ceiling_per_seed > 1))} of {len(fits)} seeds")
+
+
+def line_r2(h, acc):
+    """R² of the least-squares straight line acc ≈ c₀ + c₁·H, the alternative to e^H."""
+    h, acc = np.asarray(h, dtype=float), np.asarray(acc, dtype=float)
+    residual = acc - np.polyval(np.polyfit(h, acc, 1), h)
+    return 1 - np.sum(residual ** 2) / np.sum((acc - acc.mean()) ** 2)
+
+
+r2_line = [line_r2(r["curves"]["entropy"], r["curves"]["pass@1"]) for r in by["grpo_b0"]]
+fit_cmp = rl.compare([f["r2"] for f in fits], r2_line, names=("R² of R = −a·e^H + b", "R² of a straight line in H"))
+print(fit_cmp)
+entropy_range = (min(min(r["curves"]["entropy"]) for r in by["grpo_b0"]), max(max(r["curves"]["entropy"]) for r in by["grpo_b0"]))
+print(f"entropies along the runs: {entropy_range[0]:.2f} to {entropy_range[1]:.2f} nats")
 
 fig, ax = plt.subplots(figsize=(6, 3.6), dpi=80)
 for k, r in enumerate(by["grpo_b0"][:4]):
@@ -206,16 +223,24 @@ ax.legend(fontsize=7)
 plt.tight_layout();
 
 # %% [markdown]
-# The relation holds well on the book's model: $R^2$ about 0.89 along a 40-step run. Its prediction at
-# $H = 0$, $b - a$, is about 1.03, the accuracy a fully collapsed policy would have; on this task, where
-# the right answer is unique, a collapsed policy that always gives it is what training aims for, and the
-# runs end near it. Cui et al.'s warning (the entropy is spent before the reward stops rising) bites
+# The relation fits the book's runs, $R^2$ about 0.89 along a 40-step run, but these runs cannot test it:
+# a straight line in $H$ fits them too, and the paired difference in $R^2$ between the two shows no difference
+# detected at this scale. Over the entropies these runs pass through, between 0.02 and 0.37 nats, $e^H$ is
+# close to $1 + H$, so the two curves nearly coincide: the law is consistent with these runs, not tested by
+# them. Its prediction at $H = 0$, $b - a$, is about 1.03, above 1 on seven of the ten seeds: an accuracy no
+# policy can have, so it is an artefact of extrapolating the fit, not a prediction. What the runs do show is
+# that on this task, where the right answer is unique, the accuracy keeps rising as the entropy falls, to
+# the end of the runs. Cui et al.'s warning (the entropy is spent before the reward stops rising) bites
 # where the collapsed policy's accuracy is *not* the goal: where the model must still explore to find
 # answers it does not yet give.
 
 # %%
-rl.claim("$R^2$ about 0.89", r2_ci[0], 0.89, abs=(r2_ci[2] - r2_ci[1]) / 2)
-rl.claim("is about 1.03", ceiling[0], 1.03, abs=(ceiling[2] - ceiling[1]) / 2)
+rl.claim("$R^2$ about 0.89", r2_ci[0], 0.89)
+rl.claim_comparison("the paired difference in $R^2$ between the two shows no difference detected", fit_cmp, "none")
+rl.claim("between 0.02 and 0.37 nats", entropy_range[0], 0.02)
+rl.claim("between 0.02 and 0.37 nats", entropy_range[1], 0.37)
+rl.claim("is about 1.03", ceiling[0], 1.03)
+rl.claim("above 1 on seven of the ten seeds", int(np.sum(ceiling_per_seed > 1)), 7, abs=0)
 
 # %% [markdown]
 # ## 15.3 Managing the entropy
@@ -229,9 +254,21 @@ rl.claim("is about 1.03", ceiling[0], 1.03, abs=(ceiling[2] - ceiling[1]) / 2)
 #   $(\log\pi - \overline{\log\pi})(A - \bar A)$ lies in $[1, 5]$, a random share of $2\times10^{-4}$ of all tokens has
 #   its gradient removed (`entropy_control="clip_cov"`);
 # * **KL-Cov** (their eq. 11): the top $2\times10^{-3}$ of tokens by covariance get a penalty
-#   $|\log\pi_\theta - \log\pi_{\text{old}}|$ instead (`entropy_control="kl_cov"`);
+#   $|\log\pi_\theta - \log\pi_{\text{old}}|$ instead (`entropy_control="kl_cov"`), and every token's surrogate is
+#   the *unclipped* $-A\rho$, so outside those few tokens there is no trust region at all;
 # * **forking tokens only** (Wang et al. 2025, arXiv:2506.01939): only the 20 % of tokens with the highest
 #   entropy carry a policy gradient (`top_entropy_quantile=0.2`).
+#
+# **From (15.1) to a batch.** (15.1) is about one state: the covariance runs over the tokens the policy
+# could emit at one prefix, weighted by $\pi$. Clip-Cov and KL-Cov cannot compute that for a language model,
+# so they rank the *sampled* tokens by the centred product $(\log\pi - \overline{\log\pi})(A - \bar A)$, with the
+# means taken over all the response tokens of the batch. Sampling weights each prefix's tokens by $\pi$
+# already, so the product's batch mean is the natural-gradient form $\mathrm{Cov}(\log\pi, A)$ above, with
+# the expectation over states replaced by a pool over prompts and positions. The pool is where it can
+# mislead: a token can rank high because its whole answer was likely and rewarded, or because its position
+# is nearly determined, not because of a choice at that token, and the optimiser (AdamW here, as in
+# practice) takes neither of the two step forms. The product ranks tokens; it does not predict the
+# entropy change.
 
 # %%
 print(f"{'method':<24}{'final entropy [95 % CI]':>28}{'pass@1 [95 % CI]':>26}")
@@ -257,7 +294,11 @@ plt.tight_layout();
 # At these settings three of the four change nothing measurable: the entropy bonus at $c = 0.01$, Clip-Cov
 # and KL-Cov all show no difference detected at this scale from `grpo_b0`, in final entropy and in
 # pass@1. Clip-Cov and KL-Cov act on a share of tokens ($2\times10^{-4}$, $2\times10^{-3}$) tuned for batches of
-# millions of tokens; a batch here holds a few thousand, so Clip-Cov touches fewer than one token per step. The
+# millions of tokens; a batch here holds a few thousand, in two minibatches. At that share Clip-Cov's rule
+# would pick fewer than one token per minibatch; the implementation, as verl's, picks at least one, so here
+# it removes the gradient of at most one token per minibatch, two per step, about 0.07 % of a batch's
+# tokens: more than three times the paper's share, and still a handful of tokens. KL-Cov penalises two
+# tokens per minibatch. The
 # bonus is small against a policy-gradient term whose advantages are of order one. Training on the
 # top-20 % entropy tokens is the one that moves: it keeps the entropy higher, and pays for it with a lower
 # pass@1. Wang et al. found the forking tokens sufficient on large reasoning models, where most tokens
@@ -275,7 +316,13 @@ for name, (h, p) in managed_cmp.items():
         rl.claim_comparison("in final entropy and in", p, "none")
 tokens_per_step = 32 * 8 * np.mean([np.mean(r["curves"]["completion_length"]) for r in by["grpo_b0"]])
 rl.claim("a batch here holds a few thousand", tokens_per_step, low=1000, high=9999)
-rl.claim("Clip-Cov touches fewer than one token per step", 2e-4 * tokens_per_step, high=1.0)
+per_minibatch = tokens_per_step / 2  # num_minibatches=2 (benchmarks/entropy_dynamics.py)
+rl.claim("would pick fewer than one token per minibatch", 2e-4 * per_minibatch, high=1.0)
+clip_cov_count = max(1, int(2e-4 * per_minibatch))  # rlbook.clip_cov_mask: max(1, ⌊r·N⌋) of the eligible tokens
+rl.claim("at most one token per minibatch, two per step", 2 * clip_cov_count, 2, abs=0)
+rl.claim("about 0.07 % of a batch's", 2 * clip_cov_count / tokens_per_step, 0.0007)
+rl.claim("more than three times the paper's share", 2 * clip_cov_count / tokens_per_step / 2e-4, low=3.0)
+rl.claim("KL-Cov penalises two tokens per minibatch", max(1, int(2e-3 * per_minibatch)), 2, abs=0)
 rl.claim_comparison("it keeps the entropy higher", managed_cmp["grpo_b0_top20_entropy"][0], ">")
 rl.claim_comparison("and pays for it with a lower", managed_cmp["grpo_b0_top20_entropy"][1], "<")
 
@@ -304,27 +351,97 @@ print(f"paired seeds needed to detect a difference of {clip_higher_entropy.mean_
 
 # %% [markdown]
 # Four passes spend the entropy faster: `grpo_b0_mu4` ends with a lower entropy than `grpo_b0`, and with
-# longer answers, with no difference detected at this scale in pass@1. DAPO's claim gets its fair test here,
-# and the answer is the same as at one pass: clip-higher shows no difference detected at this scale against
-# `grpo_b0_mu4`, in final entropy or in pass@1. The seeds disagree rather than agree on nothing: on three
-# seeds clip-higher ended with more than twice the entropy (and those three with the shortest answers of its
-# ten runs: more of their answers skip the working), on the other seven with about the same. A mean difference
-# of this size, at this spread, would need 26 paired seeds to detect. KL-Cov at four passes shows no difference detected at this scale either,
-# in final entropy or in pass@1, though on three seeds its pass@1 fell well below the others'.
+# longer answers, with no difference detected at this scale in pass@1. Here the clip acts, and the test of
+# DAPO's claim is inconclusive at ten seeds: clip-higher's final entropy is 44 % above `grpo_b0_mu4`'s on
+# average, but its paired interval includes zero (no difference detected), and a difference of the size
+# observed, at this spread, would need 26 paired seeds to detect. In pass@1 clip-higher shows no difference
+# detected at this scale against `grpo_b0_mu4` either. The seeds disagree rather than agree on nothing: on
+# three seeds clip-higher ended with more than twice the entropy (and those three with the shortest answers
+# of its ten runs: more of their answers skip the working), on the other seven with about the same. Forty
+# steps on a task whose entropy collapses anyway is also far from DAPO's regime of long runs. KL-Cov at four
+# passes shows no difference detected at this scale either, in final entropy or in pass@1, though on three
+# seeds its pass@1 fell well below the others'; its surrogate has no clip on all but a few tokens, which at
+# four passes may let a batch move the policy far (untested here).
 
 # %%
 rl.claim_comparison("ends with a lower entropy than `grpo_b0`", mu4_cmp[("grpo_b0_mu4", "grpo_b0", "final_entropy")], "<")
-rl.claim_comparison("and with\nlonger answers".replace("\n", " "), mu4_cmp[("grpo_b0_mu4", "grpo_b0", "final_length")], ">")
+rl.claim_comparison("and with longer answers", mu4_cmp[("grpo_b0_mu4", "grpo_b0", "final_length")], ">")
 rl.claim_comparison("with no difference detected at this scale in pass@1", mu4_cmp[("grpo_b0_mu4", "grpo_b0", "pass@1")], "none")
+rl.claim_comparison("the test of DAPO's claim is inconclusive at ten seeds", clip_higher_entropy, "none")
+rl.claim("44 % above `grpo_b0_mu4`'s on average", clip_higher_entropy.mean_diff / values("grpo_b0_mu4", "final_entropy").mean(), 0.44)
+rl.claim_comparison("In pass@1 clip-higher shows no difference detected",
+                    mu4_cmp[("grpo_b0_mu4_clip_higher", "grpo_b0_mu4", "pass@1")], "none")
 for key in ("final_entropy", "pass@1"):
-    rl.claim_comparison("clip-higher shows no difference detected at this scale against", mu4_cmp[("grpo_b0_mu4_clip_higher", "grpo_b0_mu4", key)], "none")
-    rl.claim_comparison("KL-Cov at four passes shows no difference detected at this scale either", mu4_cmp[("grpo_b0_mu4_kl_cov", "grpo_b0_mu4", key)], "none")
-rl.claim("on three\nseeds clip-higher ended with more than twice the entropy".replace("\n", " "), int(np.sum(higher > 2)), 3, abs=0)
+    rl.claim_comparison("KL-Cov at four passes shows no difference detected at this scale either",
+                        mu4_cmp[("grpo_b0_mu4_kl_cov", "grpo_b0_mu4", key)], "none")
+rl.claim("on three seeds clip-higher ended with more than twice the entropy", int(np.sum(higher > 2)), 3, abs=0)
 rl.claim("on the other seven with about the same", max(abs(np.log(higher[higher <= 2]))), high=np.log(1.5))
-rl.claim("would\nneed 26 paired seeds to detect".replace("\n", " "), needed, 26, abs=0)
+rl.claim("would need 26 paired seeds to detect", needed, 26, abs=0)
 lengths = values("grpo_b0_mu4_clip_higher", "final_length")
-rl.claim("those three with the shortest answers of its\nten runs".replace("\n", " "), lengths[higher <= 2].min() - lengths[higher > 2].max(), low=0.0)
-rl.claim("on three seeds its pass@1 fell well below the others'", int(np.sum(values("grpo_b0_mu4_kl_cov", "pass@1") < 0.8)), 3, abs=0)
+rl.claim("those three with the shortest answers of its ten runs", lengths[higher <= 2].min() - lengths[higher > 2].max(), low=0.0)
+rl.claim("three seeds its pass@1 fell well below the others'", int(np.sum(values("grpo_b0_mu4_kl_cov", "pass@1") < 0.8)), 3, abs=0)
+
+# %% [markdown]
+# **The clip's own bias, exactly.** Chen et al. 2025 (arXiv:2512.16912) and Park et al. 2025
+# (arXiv:2509.26114) traced part of the entropy's fall to the clip itself: with a reward that carries no
+# information, the clipped update still moves the policy in a preferred direction. A five-token case shows
+# where the direction comes from. Sample a token $a$ from $\pi$, give it an advantage of $+1$ or $-1$ with
+# probability ½ each (a coin-flip reward), and run passes of the clipped surrogate until the ratio reaches
+# the clip. The sampled token's probability ends at $(1+\varepsilon_{\text{high}})\pi(a)$ if rewarded and at
+# $(1-\varepsilon_{\text{low}})\pi(a)$ if penalised, and the other tokens keep their proportions (the ratio's
+# gradient moves logit $a$ against all the others, along $e_a - \pi$). Averaging over the ten outcomes,
+#
+# $$\mathbb E[\pi'(b)] = \pi(b)\Bigl[1 + \delta\Bigl(\pi(b) - \sum_{a\ne b}\frac{\pi(a)^2}{1-\pi(a)}\Bigr)\Bigr],
+# \qquad \delta = \frac{\varepsilon_{\text{high}} - \varepsilon_{\text{low}}}{2}.$$
+#
+# With a symmetric clip, $\delta = 0$ and the expected policy is exactly the old one: no bias, as for any update
+# that moves the sampled token's probability by the same factor up and down. With DAPO's
+# $\varepsilon_{\text{high}} = 0.28$ the bias points to the likely tokens: the most likely one gains 0.013 in
+# expectation and the entropy of the expected policy falls by 0.022 nats; swapping the two widths reverses it,
+# a rise of 0.021. This idealised end point is one mechanism, not the whole story: in real training not every
+# sample reaches the clip, and which ones do depends on the sign of their advantage and on their probability.
+# Park et al. analyse that case and find that the lower bound (acting on negative advantages) raises the
+# entropy and the upper bound lowers it, with the upper bound's effect dominating at the usual symmetric
+# setting, so that even a random reward lowers the entropy; the idealised case above, unbiased at a symmetric
+# clip, does not reproduce that asymmetry. A second effect
+# acts whatever the clip: the expected entropy after the step, $\mathbb E[H(\pi')]$, falls even when the expected
+# policy does not move (by 0.020 nats at the symmetric clip), because $H$ is concave: shaking a policy at
+# random lowers its entropy on average. That is noise, not bias; a random reward does it clipped or not. The
+# cell computes both over the ten outcomes for three clip settings and checks the formula. (A finite step that
+# overshoots the clip in one pass ends elsewhere; the idealised end point is what makes the case exact.)
+
+# %%
+def entropy(p):
+    return float(-(p * np.log(p)).sum())
+
+
+def clipped_outcome(pi, a, rewarded, eps_low, eps_high):
+    """The policy after passes that drive token a's ratio to the clip: π'(a) = (1 ± ε)π(a), others rescaled."""
+    new_a = (1 + eps_high) * pi[a] if rewarded else (1 - eps_low) * pi[a]
+    out = pi * (1 - new_a) / (1 - pi[a])
+    out[a] = new_a
+    return out
+
+
+pi5 = np.array([0.6, 0.2, 0.1, 0.06, 0.04])
+clip_bias = {}
+for eps_low, eps_high in ((0.2, 0.2), (0.2, 0.28), (0.28, 0.2)):
+    outcomes = [(pi5[a] / 2, clipped_outcome(pi5, a, rewarded, eps_low, eps_high)) for a in range(5) for rewarded in (True, False)]
+    mean_policy = sum(w * p for w, p in outcomes)  # E[π'] over the sampled token and the coin
+    mean_entropy = sum(w * entropy(p) for w, p in outcomes)  # E[H(π')]
+    delta = (eps_high - eps_low) / 2
+    formula = pi5 * (1 + delta * (pi5 - np.array([sum(pi5[a] ** 2 / (1 - pi5[a]) for a in range(5) if a != b) for b in range(5)])))
+    assert np.allclose(mean_policy, formula, atol=1e-15)
+    clip_bias[(eps_low, eps_high)] = (mean_policy - pi5, entropy(mean_policy) - entropy(pi5), mean_entropy - entropy(pi5))
+    print(f"ε_low = {eps_low}, ε_high = {eps_high}:  E[π'] − π = {np.round(mean_policy - pi5, 4)};  "
+          f"H(E[π']) − H(π) = {clip_bias[(eps_low, eps_high)][1]:+.4f};  E[H(π')] − H(π) = {clip_bias[(eps_low, eps_high)][2]:+.4f}")
+
+# %%
+assert np.abs(clip_bias[(0.2, 0.2)][0]).max() < 1e-15  # symmetric clip: E[π'] = π exactly
+rl.claim("the most likely one gains 0.013 in expectation", clip_bias[(0.2, 0.28)][0][0], 0.013)
+rl.claim("the entropy of the expected policy falls by 0.022 nats", -clip_bias[(0.2, 0.28)][1], 0.022)
+rl.claim("a rise of 0.021", clip_bias[(0.28, 0.2)][1], 0.021)
+rl.claim("by 0.020 nats at the symmetric clip", -clip_bias[(0.2, 0.2)][2], 0.020)
 
 # %% [markdown]
 # ## 15.4 Rewards that teach nothing
@@ -334,8 +451,8 @@ rl.claim("on three seeds its pass@1 fell well below the others'", int(np.sum(val
 # accuracy gains on math benchmarks not far from those of the true reward; on other model families
 # (Llama, OLMo) the same spurious rewards gave little or nothing. Their explanation: the clipped update
 # amplifies behaviours the pretrained model already has (for Qwen-Math, reasoning in code), whether or not
-# the reward points at them. The book's model was trained from scratch on this one task, so it tests the
-# question cleanly: is there anything to amplify?
+# the reward points at them. The book's model was trained from scratch on this one task: what do such
+# rewards do to it?
 #
 # Two more conditions of the same benchmark, on `grpo_b0`'s settings: `random_reward` (reward 1 with
 # probability ½, whatever the answer; seeded) and `format_reward` (the task's format reward alone: 1 for
@@ -359,15 +476,28 @@ print("pass@64:", pass64_cmp)
 # in pass@64, which the supervised model had at its ceiling and a coin-flip reward lowers. The entropy
 # does not fall as it does under the true reward: under the coin flip it stays where it started (no
 # difference detected at this scale between the first and the last step), and under the format reward
-# it rises. With advantages uncorrelated with the answer, the updates are noise, and the policy drifts
-# away from what supervised training put in it. The format reward keeps answers
-# well-formed (it pays for that) and short, and loses the arithmetic.
+# it rises. With advantages uncorrelated with the answer, the expected update is zero; what is left is the
+# noise of each batch's update, and the policy drifts away from what supervised training put in it. The
+# format reward is a degenerate case here: the supervised model's answers are almost all well-formed (the
+# training reward at the first step is at least 0.99 on every seed), so nearly every group has one reward
+# for all its answers and no advantage. The few groups with a signal penalise a malformed answer (plausibly
+# one that ran on to the token budget; the benchmark did not record why), which pushes towards short answers:
+# the format reward keeps answers well-formed (it pays for that) and short, and loses the arithmetic with the
+# working.
 #
-# This is the cleanest version of Shao et al.'s own explanation. Their spurious rewards helped only
-# where the pretrained model already had a behaviour that the clipped update could amplify and that
-# happened to be correct more often (on Qwen2.5-Math, reasoning in code); where the model had no such
-# behaviour, they gave nothing. A model trained only to add has nothing else to amplify. A gain from a
-# reward that carries no information is evidence about the *model*, not about the method.
+# **What this does not test.** Shao et al. explain their gains by the clipping of the update: with rewards
+# that carry no signal, the clipped objective still favours the tokens the model already makes likely, so it
+# sharpens the model's existing behaviour (on Qwen2.5-Math, reasoning in code), which happened to be right
+# more often. Chen et al. 2025 (arXiv:2512.16912) find the same direction: under random rewards clipping
+# lowers the entropy, and without clipping it can rise. These runs used `grpo_b0`'s setting, one pass per batch
+# in two minibatches, where the ratio barely leaves 1 and the clip has almost nothing to act on (§15.2), and
+# the coin flip's entropy did not fall, as with a clip that does not act. So they test a random reward
+# without the clipping bias, and show that such a reward does harm here. They do not test Shao et al.'s
+# explanation, and they do not show that this model has nothing to amplify: the supervised model's greedy
+# answer is right 98 % of the time, a strong mode that a clipping bias might sharpen. The experiment that
+# would test it is the same reward at four passes per batch (`num_inner_epochs=4`, where §15.3's clip acts);
+# the next cells run it. A gain from a reward that carries no information is evidence about the model and the
+# update rule together, not about the reward.
 
 # %%
 rl.claim_comparison("Both spurious rewards end far *below* the supervised model", spurious_cmp["random_reward"], "<")
@@ -385,6 +515,75 @@ rl.claim_comparison("under the format reward it rises", rl.compare(values("forma
                                                                                        names=("final entropy", "first step's")), ">")
 rl.claim_comparison("and short", rl.compare(values("format_reward", "final_length"), values("grpo_b0", "final_length"),
                                             names=("format_reward's length", "grpo_b0's")), "<")
+rl.claim("the training reward at the first step is at least 0.99 on every seed", min(r["curves"]["reward"][0] for r in by["format_reward"]),
+         low=0.99)
+rl.claim("greedy answer is right 98 % of the time", values("before", "greedy").mean(), 0.98)
+
+# %% [markdown]
+# **The coin flip where the clip acts.** `benchmarks/spurious_rewards.py` trains the coin-flip reward at one
+# pass per batch (`random_reward`, as above) and at four (`random_reward_mu4`), from the same supervised
+# model on each of ten paired seeds, at the same budget of generated completions, and records the share of
+# loss tokens whose ratio the clip cut. It is a record of its own, made on another machine than the benchmark
+# above: its supervised models come out a little different (another CPU's float order), so it also repeats the
+# one-pass condition, and every comparison below pairs runs within it.
+#
+# The clip now acts: it cuts about 7 % of the tokens at four passes against about 0.1 % at one. If its bias
+# sharpened the model, the entropy would fall and the likely answers, right 98 % of the time under greedy
+# decoding, would gain. Neither happens. The final entropy is higher than at the first step, at four passes as
+# at one, and between four passes and one no difference detected at this scale in the final entropy (the
+# interval is wide: telling apart 0.05 nats would take about 40 seeds). Held-out pass@1 falls further at four
+# passes than at one, lower on 9 of the 10 seeds, and far below the supervised model's. More passes move the
+# policy further on each batch, and with advantages unrelated to the answer the further moves are drift. In
+# this record the one-pass entropy rose too, where the first record detected no change; across the two, the
+# coin flip at one pass did not lower it. So on this model the clipping bias, if it is there, is smaller than
+# the drift of a reward that carries no signal; a model with a strong prior over long reasoning, as
+# Qwen2.5-Math has, may give the bias more to act on (untested here).
+
+# %%
+spurious_record = rl.benchmark_results("spurious_rewards")
+coin = {c: sorted((r for r in spurious_record["runs"] if r["condition"] == c), key=lambda r: r["seed"])
+        for c in ("before", "random_reward", "random_reward_mu4")}
+
+
+def coin_values(condition, key):
+    return np.array([r[key] for r in coin[condition]], dtype=float)
+
+
+def coin_first_entropy(condition):
+    return np.array([r["curves"]["entropy"][0] for r in coin[condition]], dtype=float)
+
+
+print(f"{spurious_record['command']}\n{'':<19}{'pass@1 [95 % CI]':>26}{'greedy':>8}{'first entropy':>15}{'final':>7}{'clip':>8}")
+for c in coin:
+    p = rl.mean_ci(coin_values(c, "pass@1"))
+    extra = "" if c == "before" else (f"{coin_first_entropy(c).mean():>15.3f}{coin_values(c, 'final_entropy').mean():>7.3f}"
+                                      f"{coin_values(c, 'mean_clip_fraction').mean():>8.4f}")
+    print(f"{c:<19}{p[0]:>10.3f} [{p[1]:.3f}, {p[2]:.3f}]{coin_values(c, 'greedy').mean():>8.3f}{extra}")
+passes = {key: rl.compare(coin_values("random_reward_mu4", key), coin_values("random_reward", key),
+                          names=(f"four passes {key}", "one pass")) for key in ("mean_clip_fraction", "pass@1", "final_entropy")}
+rise = {c: rl.compare(coin_values(c, "final_entropy"), coin_first_entropy(c), names=(f"{c} final entropy", "first step's"))
+        for c in ("random_reward", "random_reward_mu4")}
+versus_start = rl.compare(coin_values("random_reward_mu4", "pass@1"), coin_values("before", "pass@1"),
+                          names=("random_reward_mu4 pass@1", "supervised"))
+for c in [*passes.values(), *rise.values(), versus_start]:
+    print(c)
+entropy_seeds_needed = rl.seeds_needed(0.05, passes["final_entropy"].sd_diff)
+print("paired seeds to detect 0.05 nats of final entropy between four passes and one:", entropy_seeds_needed)
+
+# %%
+rl.claim("it cuts about 7 % of the tokens at four passes", coin_values("random_reward_mu4", "mean_clip_fraction").mean(), 0.07)
+rl.claim("against about 0.1 % at one", coin_values("random_reward", "mean_clip_fraction").mean(), 0.001)
+rl.claim_comparison("The clip now acts", passes["mean_clip_fraction"], ">")
+rl.claim_comparison("The final entropy is higher than at the first step, at four passes", rise["random_reward_mu4"], ">")
+rl.claim_comparison("as at one", rise["random_reward"], ">")
+rl.claim_comparison("between four passes and one no difference detected at this scale in the final entropy",
+                    passes["final_entropy"], "none")
+rl.claim("would take about 40 seeds", entropy_seeds_needed, 40, abs=10)
+rl.claim_comparison("Held-out pass@1 falls further at four passes than at one", passes["pass@1"], "<")
+rl.claim("lower on 9 of the 10 seeds", int(np.sum(coin_values("random_reward_mu4", "pass@1") < coin_values("random_reward", "pass@1"))),
+         9, abs=0)
+rl.claim_comparison("and far below the supervised model's", versus_start, "<")
+rl.claim("far below", versus_start.ci_high, high=-0.1)
 
 # %% [markdown]
 # ## 15.5 A verifier with a loophole, and the policy that finds it
@@ -485,6 +684,9 @@ plt.tight_layout();
 # 1. *The gap between the reward and a strict verifier, during training.* Scoring a share of each batch
 #    with a stricter (slower, more expensive) verifier costs little. An alarm set at the largest 10-step gap
 #    any of the ten honest runs showed fires on every one of the ten hacked runs; the cell prints the step.
+#    That level is set on the same honest runs, so it cannot raise a false alarm on them. Left out in turn,
+#    one of the ten honest runs would have tripped the alarm set on the other nine: expect about one false
+#    alarm in ten honest runs at this level.
 # 2. *A strict verifier on held-out problems*, as in the table above: the proxy says 0.98, the truth
 #    much less.
 # 3. *Reading samples.* The audit below prints accepted-but-wrong samples from the hacked runs; about half of
@@ -516,17 +718,18 @@ rl.claim_comparison("Its strict pass@1 is far below", true_cmp, "<")
 rl.claim("far below", true_cmp.ci_high, high=-0.2)
 rl.claim_comparison("shows no difference detected at this scale from the honest policy's", proxy_cmp, "none")
 rl.claim_comparison("half of what it writes is accepted but wrong, up from 7 %", found_cmp, ">")
-rl.claim("half of what it writes is accepted but wrong", hack_values("substring", "accepted_wrong").mean(), 0.5,
-         abs=(found_cmp.ci_high - found_cmp.ci_low) / 2)
+rl.claim("half of what it writes is accepted but wrong", hack_values("substring", "accepted_wrong").mean(), 0.5)
 before_wrong = rl.mean_ci(hack_values("before", "accepted_wrong"))
-rl.claim("up from 7 %", before_wrong[0], 0.07, abs=(before_wrong[2] - before_wrong[1]) / 2)
+rl.claim("up from 7 %", before_wrong[0], 0.07)
 rl.claim("on two seeds almost nothing it writes is right", int(np.sum(hack_values("substring", "pass@1") < 0.01)), 2, abs=0)
 rl.claim("every seed ends at least ten points below its own peak", min(peak_drop), low=0.10)
 rl.claim_comparison("its completions end longer than the strict-trained policy's", length_cmp, ">")
 rl.claim("fires on every one of the ten hacked runs", sum(s is not None for s in alarm_steps), len(hack_by["substring"]), abs=0)
+left_out = [gaps["strict"][i].max() > max(g.max() for j, g in enumerate(gaps["strict"]) if j != i) for i in range(len(gaps["strict"]))]
+rl.claim("one of the ten honest runs would have tripped the alarm set on the other nine", sum(left_out), 1, abs=0)
 proxy_says = rl.mean_ci(hack_values("substring", "substring_pass@1"))
-rl.claim("the proxy says 0.98", proxy_says[0], 0.98, abs=(proxy_says[2] - proxy_says[1]) / 2)
-rl.claim("about half of them never reach their end token", never_stop, 0.5, abs=2 * np.sqrt(0.25 / len(audit)))
+rl.claim("the proxy says 0.98", proxy_says[0], 0.98)
+rl.claim("about half of them never reach their end token", never_stop, 0.5)
 
 # %% [markdown]
 # **Fixing it.** Fix the verifier, not the policy. The leniency the substring check was written for,
@@ -606,8 +809,11 @@ plt.tight_layout();
 # crossing happens below the ceiling (at $k = 32$ the supervised model solves 0.985 of the
 # problems, the RL-trained one 0.949), so it is not an artefact of a curve that cannot rise. The per-problem
 # counts say what happened. In 256 samples the supervised models leave almost no held-out problem unsolved,
-# so at this $k$ there was little for RL to add; what it did was lose: after RL about 5 of the 200 problems
-# are never solved in 256 samples, more than the problems it gained on the paired seeds.
+# so at this $k$ there was little for RL to add; what it did was lose: after RL a median of 2.5 of the 200
+# problems (a mean of 5, pulled up by one seed with 21) are never solved in 256 samples, more than the
+# problems it gained on the paired seeds. The t-intervals at large $k$ lean on that one seed; a sign test does
+# not, and pass@k for $k$ = 32, 64 and 128 is lower after RL on all ten seeds (two-sided sign test, p = 0.002
+# for each).
 #
 # On this task RL sharpened. It moved probability onto answers the model could already produce, which is
 # why pass@1 more than tripled, and the answers it moved probability away from included the only right
@@ -621,23 +827,99 @@ plt.tight_layout();
 rl.claim_comparison("RL lifts pass@1 from 0.26 to 0.83", passk_cmp[1], ">")
 for phase, mean, target in (("before", pk_before[:, 0], 0.26), ("after", pk_after[:, 0], 0.83)):
     m, lo, hi = rl.mean_ci(mean)
-    rl.claim("RL lifts pass@1 from 0.26 to 0.83", m, target, abs=(hi - lo) / 2)
+    rl.claim("RL lifts pass@1 from 0.26 to 0.83", m, target)
 rl.claim_comparison("keeps a lead up to $k = 8$", passk_cmp[8], ">")
-rl.claim_comparison("at $k = 16$ there is no\ndifference detected at this scale".replace("\n", " "), passk_cmp[16], "none")
+rl.claim_comparison("at $k = 16$ there is no difference detected at this scale", passk_cmp[16], "none")
 for k in (32, 64, 128, 256):
     rl.claim_comparison("from $k = 32$ on the supervised model is ahead", passk_cmp[k], "<")
-rl.claim("at $k = 256$ by\n2.5 points".replace("\n", " "), -passk_cmp[256].mean_diff, 0.025,
-         abs=(passk_cmp[256].ci_high - passk_cmp[256].ci_low) / 2)
+rl.claim("at $k = 256$ by 2.5 points", -passk_cmp[256].mean_diff, 0.025)  # the words allow ±0.0005
 i32 = list(ks).index(32)
 for quote, values_32, target in (("the supervised model solves 0.985", pk_before[:, i32], 0.985),
                                  ("the RL-trained one 0.949", pk_after[:, i32], 0.949)):
-    m, lo, hi = rl.mean_ci(values_32)
-    rl.claim(quote, m, target, abs=(hi - lo) / 2)
+    rl.claim(quote, np.mean(values_32), target)
 rl.claim("leave almost no held-out problem unsolved", unsolved["before"].mean(), high=1.0)
-m, lo, hi = rl.mean_ci(unsolved["after"])
-rl.claim("after RL about 5 of the 200 problems", m, 5.0, abs=(hi - lo) / 2)
+rl.claim("a median of 2.5 of the 200", np.median(unsolved["after"]), 2.5)
+rl.claim("a mean of 5, pulled up by one seed with 21", unsolved["after"].mean(), 5)
+rl.claim("a mean of 5, pulled up by one seed with 21", unsolved["after"].max(), 21, abs=0)
+from scipy.stats import binomtest
+
+for k in (32, 64, 128):
+    lower = int(np.sum(pk_after[:, list(ks).index(k)] < pk_before[:, list(ks).index(k)]))
+    rl.claim("lower after RL on all ten seeds", lower, 10, abs=0)
+    rl.claim("two-sided sign test, p = 0.002", binomtest(lower, len(prs)).pvalue, 0.002)
 rl.claim_comparison("more than the problems it gained on the paired seeds", lost_cmp, ">")
 rl.claim("pass@1 more than tripled", pk_after[:, 0].mean() / pk_before[:, 0].mean(), low=3.0)
+
+# %% [markdown]
+# **The debate since.** Yue et al.'s reading, that RL with verifiable rewards sharpens and does not expand,
+# has been contested on three fronts. Liu et al. 2025 (ProRL, arXiv:2505.24864) trained far longer, with a KL
+# penalty and periodic resets of the reference policy to the current one, and report pass@k gains at large
+# $k$, including on tasks the base model failed at every $k$ they tried: in their reading expansion comes
+# with prolonged training, and shorter runs stopped before it. Wen et al. 2025 (arXiv:2506.14245) argue that
+# pass@k at large $k$ credits the base model for right answers reached by wrong reasoning; counting a sample
+# only when its chain of thought is right as well (CoT-pass@k), they find that RL with verifiable rewards does
+# extend what the model can solve. Chen et al. 2025 (arXiv:2508.10751) change the objective instead: train on
+# pass@k itself, so that a set of $k$ samples earns reward 1 when any of them is right, and they report that
+# this improves exploration.
+#
+# `rl.pass_at_k_advantages` is their analytic advantage. Split a group's $N$ samples, $c$ of them right, into
+# all $\binom{N}{k}$ subsets of $k$ and give a subset reward 1 if it holds a right sample. The subsets' mean
+# reward is the unbiased estimate (8.4), $\bar R = 1 - \binom{N-c}{k}/\binom{N}{k}$, their variance
+# $\bar R(1-\bar R)$, and a sample's advantage is the mean normalised advantage of the subsets it sits in:
+#
+# $$\hat A_{\text{right}} = \frac{1-\bar R}{\sigma},\qquad
+# \hat A_{\text{wrong}} = \frac{1-\bar R-\binom{N-c-1}{k-1}\big/\binom{N-1}{k-1}}{\sigma},\qquad
+# \sigma = \sqrt{\bar R(1-\bar R)}, \tag{15.2}$$
+#
+# since a wrong sample's subsets lack a right one with probability $\binom{N-c-1}{k-1}/\binom{N-1}{k-1}$. At
+# $k = 1$ it is the usual group advantage. The cell prints both advantages for a group of $N = 8$ at $k = 4$
+# against $k = 1$, for every count $c$, and checks (15.2) against the enumeration of all 70 subsets. Two
+# things stand out. From $c = 5$ on every subset of four holds a right sample, so pass@4 training gives the
+# group zero advantage, where the $k = 1$ advantage still pushes toward the right samples: problems the model
+# already solves at $k$ stop pulling probability toward their likely answers, the kind of concentration
+# §15.6 measured. And with one right sample, a wrong one gets −0.14 at $k = 4$ against −0.38 at
+# $k = 1$: it is blamed only for the subsets it leaves without a right answer. (Without the $\sigma$,
+# $\tfrac kN\sum_i \hat A_i\nabla\log\pi(y_i)$ has expectation exactly $(1-\tfrac kN)\nabla\,\text{pass@}k$;
+# `tests/test_pass_at_k_advantages.py` checks it, and (15.2), by enumeration.)
+
+# %%
+import itertools
+from math import comb
+
+N_GROUP, K_TRAIN = 8, 4
+print(f"{'c':>3}{'pass@4 estimate':>17}{'Â right (k=4)':>15}{'Â wrong (k=4)':>15}{'Â right (k=1)':>15}{'Â wrong (k=1)':>15}")
+passk_adv = {}
+for c in range(N_GROUP + 1):
+    group = torch.tensor([1.0] * c + [0.0] * (N_GROUP - c), dtype=torch.float64)
+    adv4, adv1 = rl.pass_at_k_advantages(group, N_GROUP, K_TRAIN), rl.pass_at_k_advantages(group, N_GROUP, 1)
+    # the closed form (15.2) against the enumeration of all C(8, 4) = 70 subsets
+    subsets = list(itertools.combinations(range(N_GROUP), K_TRAIN))
+    maxima = np.array([group[list(s)].max().item() for s in subsets])
+    mean, sd = maxima.mean(), maxima.std()
+    enumerated = [np.mean([(m - mean) / sd for s, m in zip(subsets, maxima) if i in s]) if sd > 0 else 0.0
+                  for i in range(N_GROUP)]
+    assert np.allclose(adv4.numpy(), enumerated, atol=1e-12) and abs(mean - rl.pass_at_k(N_GROUP, c, K_TRAIN)) < 1e-12
+    passk_adv[c] = (adv4[0].item() if c else float("nan"), adv4[-1].item() if c < N_GROUP else float("nan"),
+                    adv1[0].item() if c else float("nan"), adv1[-1].item() if c < N_GROUP else float("nan"))
+    print(f"{c:>3}{rl.pass_at_k(N_GROUP, c, K_TRAIN):>17.3f}" + "".join(f"{v:>15.3f}" for v in passk_adv[c]))
+zero_from = min(c for c in range(1, N_GROUP + 1) if all(v == 0 or np.isnan(v) for v in passk_adv[c][:2]))
+
+# %%
+rl.claim("against the enumeration of all 70 subsets", comb(N_GROUP, K_TRAIN), 70, abs=0)
+rl.claim("From $c = 5$ on every subset of four holds a right sample", zero_from, 5, abs=0)
+rl.claim("where the $k = 1$ advantage still pushes toward the right samples", passk_adv[zero_from][2], low=0.1)
+rl.claim("a wrong one gets −0.14 at $k = 4$", passk_adv[1][1], -0.14)
+rl.claim("against −0.38 at $k = 1$", passk_adv[1][3], -0.38)
+
+# %% [markdown]
+# **Where §15.6 sits in this debate.** Its result is Yue et al.'s, on a model trained from scratch: after a
+# short run of plain GRPO, pass@k at large $k$ fell. It tests neither of the other readings. The run is short
+# (30,720 completions, no reference resets), so it says nothing about ProRL's regime. The verifier scores the
+# final answer and leaves the working unchecked, so some of the supervised model's extra solves at large $k$
+# may be right answers after wrong working, which CoT-pass@k would not count; the scratchpad's working can be
+# checked, but the stored counts are of right answers only, so this needs a rerun that keeps the samples. And
+# the training objective was pass@1; whether pass@$k$ training (15.2) keeps the large-$k$ solves on this task
+# is untested here.
 
 # %% [markdown]
 # ## 15.7 The entropy explorer
@@ -663,43 +945,85 @@ except ImportError:
     print("ipywidgets is not installed: the static figure above shows the explorer's default setting")
 
 # %% [markdown]
+# ## 15.8 In TRL and verl
+#
+# The switches of this chapter, by the names two libraries give them (TRL's `GRPOConfig`; verl's actor
+# configuration, whose `policy_loss.loss_mode` selects Cui et al.'s losses):
+#
+# * *Clip-higher*: `epsilon_high` in TRL (the lower side stays `epsilon`), `clip_eps_high` here; DAPO uses 0.28.
+# * *An entropy bonus*: `entropy_coef` in TRL and here.
+# * *Adaptive entropy control*: Skywork-OR1 (He et al. 2025, arXiv:2505.22312) keeps a target entropy and moves
+#   the bonus coefficient by a fixed step each update, up while the entropy is below the target and down
+#   while it is above, so the bonus acts only when the entropy has fallen too far. TRL exposes it as
+#   `use_adaptive_entropy=True` with `entropy_target`, `entropy_coef_delta` (the step) and `entropy_coef_min` /
+#   `entropy_coef_max`. rlbook does not implement it, and this chapter did not test it.
+# * *Forking tokens only*: `top_entropy_quantile=0.2` in TRL and here.
+# * *Clip-Cov and KL-Cov*: not in TRL; in verl, `policy_loss.loss_mode="clip_cov"` or `"kl_cov"`, with
+#   `clip_cov_ratio`, `clip_cov_lb`, `clip_cov_ub`, `kl_cov_ratio` and `ppo_kl_coef`. Cui et al.'s recipes use
+#   $k = 2\times10^{-3}$ (7B) and a coefficient of 1 for KL-Cov, which a release's defaults need not match;
+#   and on small batches the rounding up to one token per minibatch sets the share (§15.3).
+#
+# What to log, whichever you use: the mean token entropy of the sampled completions, and by position; the
+# training reward beside a second, stricter verifier's score of a share of the same batch (§15.5); and
+# pass@k at a $k$ below its ceiling, before and after (§15.6). Which switch to reach for depends on the task.
+# Where, as here, the accuracy rises while the entropy falls, a collapse is not in itself a problem. Where the
+# model must keep exploring, a constant bonus has to be sized against the scale of the advantages, which
+# changes over a run (§15.3's $c = 0.01$ did nothing measurable here); a target entropy fixes the quantity
+# you care about instead, which is the argument for the adaptive form, though nothing here measures it.
+
+# %% [markdown]
 # ## Summary
 #
 # * A policy-gradient step changes a softmax policy's entropy by minus the covariance of log-probability
 #   and the logit change, (15.1); rewarding likely tokens lowers the entropy, rewarding rare ones raises it.
 # * On the book's model every GRPO-family method spends most of its entropy within 40 steps; Dr. GRPO and
 #   CISPO spend more of it than `grpo_b0` and reach a higher pass@1 with longer answers. The relation
-#   $R = -a\,e^{H} + b$ fits each run well.
-# * DAPO's clip-higher, alone, made no difference detected at this scale to entropy or accuracy here, at one
-#   pass per batch, where the clip has little to act on, and at four, where it acts.
+#   $R = -a\,e^{H} + b$ fits each run, but over this narrow range of entropies a straight line fits too, and
+#   its value at $H = 0$ is an accuracy above 1: the runs are consistent with the law without testing it.
+# * DAPO's clip-higher, alone, made no difference detected at this scale to entropy or accuracy at one pass
+#   per batch, where the clip has little to act on. At four passes, where it acts, the entropy test was
+#   inconclusive at ten seeds (a mean 44 % higher, an interval that includes zero).
 # * An entropy bonus, Clip-Cov and KL-Cov at their usual strengths made no difference detected at this scale;
 #   training on the top-20 % entropy tokens kept more entropy and cost accuracy.
-# * Random and format-only rewards made the model trained from scratch much worse, even at pass@64: a
-#   spurious reward can only amplify what a model already does.
+# * Random and format-only rewards made the model trained from scratch much worse, even at pass@64, in a
+#   setting where the PPO clip barely acts. At four passes per batch, where the clip cuts about 7 % of the
+#   tokens, the coin flip did not sharpen it either: the entropy rose, and pass@1 fell further than at one
+#   pass. On this model the clipping bias that Shao et al. credit for their gains is, if present, smaller
+#   than the drift of a reward with no signal.
 # * A verifier that accepts the right number anywhere was exploited on every seed: the policy learned to
 #   write on after its answer, half of its held-out answers ended wrong but accepted, and by the reward it
-#   trained on it looked as good as the honest policy. The gap to a strict verifier on the training batches
+#   trained on, there was no difference detected at this scale between it and the honest policy. The gap to a strict verifier on the training batches
 #   caught it on every seed, and so did reading samples; the fix is the verifier.
 # * On 3-digit problems RL raised pass@1 more than threefold but lowered pass@k from $k = 32$ on: after RL a
 #   few problems were never solved in 256 samples. Here it sharpened what the supervised model could do.
+#   That is Yue et al.'s reading at this scale; ProRL's longer runs, CoT-pass@k and pass@k training (15.2)
+#   are the three answers to it, and none of them was tested here.
+# * With a coin-flip reward and passes that run the ratio to the clip, a symmetric clip leaves the expected
+#   policy unchanged and an upper clip wider than the lower one shifts it toward the likely tokens, exactly,
+#   on five tokens; the entropy also falls by noise alone, whatever the clip.
 
 # %%
 rl.claim_comparison("spend more of it than `grpo_b0`", entropy_cmp["dr_grpo"], "<")
+rl.claim("its value at $H = 0$ is an accuracy above 1", ceiling[0], low=1.0, bounds=False)
 rl.claim_comparison("CISPO spend more of it than", entropy_cmp["cispo"], "<")
 rl.claim("spends most of its entropy within 40 steps", max(curve(c, "entropy")[-1] / curve(c, "entropy")[0] for c in FAMILY), high=0.5)
-rl.claim_comparison("made no difference detected at this scale to entropy or accuracy here", entropy_cmp["grpo_b0_clip_higher"], "none")
-rl.claim_comparison("and at four, where it acts", clip_higher_entropy, "none")
+rl.claim_comparison("made no difference detected at this scale to entropy or accuracy at one pass", entropy_cmp["grpo_b0_clip_higher"], "none")
+rl.claim_comparison("the entropy test was inconclusive at ten seeds", clip_higher_entropy, "none")
+rl.claim("a mean 44 % higher", clip_higher_entropy.mean_diff / values("grpo_b0_mu4", "final_entropy").mean(), 0.44)
 rl.claim_comparison("training on the top-20 % entropy tokens kept more entropy", managed_cmp["grpo_b0_top20_entropy"][0], ">")
 rl.claim_comparison("and cost accuracy", managed_cmp["grpo_b0_top20_entropy"][1], "<")
 rl.claim_comparison("made the model trained from scratch much worse", spurious_cmp["random_reward"], "<")
 rl.claim_comparison("even at pass@64", pass64_cmp, "<")
+rl.claim("where the clip cuts about 7 % of the tokens", coin_values("random_reward_mu4", "mean_clip_fraction").mean(), 0.07)
+rl.claim_comparison("the entropy rose", rise["random_reward_mu4"], ">")
+rl.claim_comparison("and pass@1 fell further than at one pass", passes["pass@1"], "<")
 rl.claim("was exploited on every seed", min(peak_drop), low=0.10)
 rl.claim_comparison("half of its held-out answers ended wrong but accepted", found_cmp, ">")
-rl.claim_comparison("it looked as good as the honest policy", proxy_cmp, "none")
+rl.claim_comparison("there was no difference detected at this scale between it and the honest policy", proxy_cmp, "none")
 rl.claim("caught it on every seed", sum(s is not None for s in alarm_steps), len(hack_by["substring"]), abs=0)
 rl.claim("RL raised pass@1 more than threefold", pk_after[:, 0].mean() / pk_before[:, 0].mean(), low=3.0)
 rl.claim_comparison("but lowered pass@k from $k = 32$ on", passk_cmp[32], "<")
-rl.claim_comparison("after RL a\n#   few problems were never solved".replace("\n#  ", ""), lost_cmp, ">")
+rl.claim_comparison("after RL a few problems were never solved", lost_cmp, ">")
 rl.report_headline(f"Entropy: clip-higher − GRPO final entropy {entropy_cmp['grpo_b0_clip_higher'].mean_diff:+.3f} "
                    f"[{entropy_cmp['grpo_b0_clip_higher'].ci_low:+.3f}, {entropy_cmp['grpo_b0_clip_higher'].ci_high:+.3f}]; "
                    f"random reward − supervised pass@1 {spurious_cmp['random_reward'].mean_diff:+.3f} "
@@ -754,14 +1078,21 @@ print(rl.compare([f["b"] - f["a"] for f in dr_fits], [f["b"] - f["a"] for f in f
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 3
 #
-# The μ = 4 half is stored and read in §15.3: four passes lower the final entropy, and clip-higher on top of
-# them shows no difference detected at this scale over ten seeds. For the entropy bonus, add a condition to
+# The μ = 4 half is stored and read in §15.3: four passes lower the final entropy, and the test of
+# clip-higher on top of them is inconclusive at ten seeds (a difference of the size observed would need 26
+# paired seeds to detect). For the entropy bonus, add a condition to
 # `CONDITIONS` in the benchmark, `"grpo_b0_bonus05": (None, dict(kl_coef=0.0, entropy_coef=0.05))`, and run
 # `python benchmarks/entropy_dynamics.py --conditions grpo_b0_bonus05 --workers 2 --save --add` (about 3
 # minutes on two cores); compare it with `grpo_b0` as the chapter compares the other switches. A bonus five
 # times larger is of the order of the policy-gradient term only where the advantages are small, so expect it
 # to act mostly late in a run, when most groups are already solved.
-#
+
+# %% tags=["solution"]
+rl.claim_comparison("four passes lower the final entropy", mu4_cmp[("grpo_b0_mu4", "grpo_b0", "final_entropy")], "<")
+rl.claim_comparison("the test of clip-higher on top of them is inconclusive at ten seeds", clip_higher_entropy, "none")
+rl.claim("would need 26 paired seeds to detect", needed, 26, abs=0)
+
+# %% [markdown] tags=["solution"]
 # ### Solution to exercise 4
 #
 # With the rare token rewarded, clip-higher lets that token grow faster, so the entropy rises faster at
