@@ -121,17 +121,23 @@ def test_chapter_text(path):
     assert not problems, "\n".join(problems)
 
 
-def _quotes(cell, names=("claim", "claim_comparison", "claim_in_spread")) -> list[str]:
-    """The quoted words of every ``rl.claim``-like call (``names``) in a code cell, spaces normalised."""
+def _claim_calls(cell, names) -> list:
+    """The ``ast.Call`` nodes of every call named in ``names`` (``rl.claim``, ``claim_comparison``, ...) whose
+    first argument is a string literal, in a code cell (none for markdown or unparsable code)."""
     if cell.cell_type != "code":
         return []
     try:
         tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
     except SyntaxError:
         return []
-    return [" ".join(str(node.args[0].value).split()) for node in ast.walk(tree)
+    return [node for node in ast.walk(tree)
             if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in names
             and node.args and isinstance(node.args[0], ast.Constant)]
+
+
+def _quotes(cell, names=("claim", "claim_comparison", "claim_in_spread")) -> list[str]:
+    """The quoted words of every ``rl.claim``-like call (``names``) in a code cell, spaces normalised."""
+    return [" ".join(str(node.args[0].value).split()) for node in _claim_calls(cell, names)]
 
 
 def _misplaced_quotes(cells) -> list[str]:
@@ -163,19 +169,10 @@ def _sentences(markdown: str) -> list[str]:
 
 def _comparison_calls(cell) -> list[tuple[str, str]]:
     """(quote, expect) of every ``rl.claim_comparison`` call in a code cell (expect "?" when not a literal)."""
-    if cell.cell_type != "code":
-        return []
-    try:
-        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.MULTILINE))
-    except SyntaxError:
-        return []
     calls = []
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "claim_comparison"
-                and node.args and isinstance(node.args[0], ast.Constant)):
-            expect = node.args[2] if len(node.args) > 2 else next((k.value for k in node.keywords if k.arg == "expect"), None)
-            calls.append((" ".join(str(node.args[0].value).split()),
-                          expect.value if isinstance(expect, ast.Constant) else "?"))
+    for node in _claim_calls(cell, ("claim_comparison",)):
+        expect = node.args[2] if len(node.args) > 2 else next((k.value for k in node.keywords if k.arg == "expect"), None)
+        calls.append((" ".join(str(node.args[0].value).split()), expect.value if isinstance(expect, ast.Constant) else "?"))
     return calls
 
 
@@ -189,10 +186,6 @@ def _following_code(cells, i: int) -> list:
         run.append(cells[j])
         j += 1
     return run
-
-
-def _comparison_quotes(cells) -> list[str]:
-    return [quote for cell in cells for quote in _quotes(cell, ("claim_comparison",))]
 
 
 def _unbacked_comparisons(chapter: int, cells) -> list[str]:
