@@ -154,3 +154,18 @@ def test_claim_prints_the_quotes_math_as_plain_text(capsys):
                                                     '✓ "it gains ΔL = 0.278 and k₁": 0.278']
     assert rl.plain_text(r"no math, 40% of it") == "no math, 40% of it"
     assert rl.plain_text(r"$\alpha_n = 0.5\,n^{-0.6}$") == "αₙ = 0.5 n^(-0.6)"  # no superscript '.': kept as ^(…)
+
+
+def test_a_small_chapter_counts_a_cell_silent_for_ten_minutes_as_a_lost_kernel(book, monkeypatch):
+    """A hung kernel costs at most CELL_TIMEOUT[size] before the retry, not half an hour."""
+    from rlbook.app import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "_run_chapter_once", lambda chapter, out_dir, size, timeout: seen.append((size, timeout))
+                        or dict(chapter="01", title="t", status="ok", seconds=0.0, headline="", error="", exception=None))
+    chapter = cli.list_chapters()[0]
+    cli.run_chapter(chapter, book / "out", "small")
+    cli.run_chapter(chapter, book / "out", "full")
+    cli.run_chapter(chapter, book / "out", "small", timeout=5)
+    assert seen == [("small", 600), ("full", 3600), ("small", 5)]
+    assert cli.CELL_TIMEOUT["small"] < cli.CELL_TIMEOUT["full"]

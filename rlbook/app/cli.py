@@ -38,17 +38,25 @@ def _headline(nb) -> str:
     return ""
 
 
-def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int = 1800, attempts: int = 2) -> dict:
+# how long one cell may run before its kernel counts as lost (seconds): every cell of a small chapter ends in
+# well under a minute on 2 CPU cores, so 600 s is a hang (a kernel idle while nbclient waits for a reply it
+# never got, seen a few times on a 2-core machine); the full size trains for longer
+CELL_TIMEOUT = {"small": 600, "full": 3600}
+
+
+def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int | None = None, attempts: int = 2) -> dict:
     """Execute one chapter with nbclient at ``size``; write it to ``out_dir``; return a result row.
 
     The row has ``chapter, title, status ('ok' | 'FAILED'), seconds, headline, error``. A chapter whose
-    kernel died or stopped answering (no reply within ``timeout`` seconds for one cell) is run again from
-    the start, up to ``attempts`` runs in all: a lost kernel message once left a run waiting on an idle
-    kernel. A cell that raised (a failed claim or assert) is never retried: the chapters repeat exactly on
+    kernel died or stopped answering (no reply within ``timeout`` seconds for one cell; by default
+    ``CELL_TIMEOUT[size]``) is run again from the start, up to ``attempts`` runs in all: a lost kernel
+    message has left runs waiting on an idle kernel. A cell that raised (a failed claim or assert) is never retried: the chapters repeat exactly on
     one machine, so a second run would fail the same way.
     """
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    if timeout is None:
+        timeout = CELL_TIMEOUT.get(size, max(CELL_TIMEOUT.values()))
     for attempt in range(1, attempts + 1):
         row = _run_chapter_once(chapter, out_dir, size, timeout)
         lost_kernel = isinstance(row.pop("exception"), (CellTimeoutError, DeadKernelError))
