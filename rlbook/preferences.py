@@ -290,11 +290,7 @@ def rdpo_loss(policy_chosen_log_probs, policy_rejected_log_probs, ref_chosen_log
 def _average(name: str, log_probs: torch.Tensor, lengths) -> torch.Tensor:
     if lengths is None:
         return log_probs
-    lengths = _checks.as_float_tensor(name, lengths, dtype=log_probs.dtype).to(log_probs.device)
-    _checks.check_same_shape(**{name.replace("lengths", "log_probs"): log_probs, name: lengths})
-    if (lengths <= 0).any():
-        raise ValueError(f"`{name}` must be positive token counts; got min {float(lengths.min())}")
-    return log_probs / lengths
+    return log_probs / _lengths(name, lengths, log_probs)
 
 
 def simpo_loss(chosen_log_probs, rejected_log_probs, beta: float, gamma: float, chosen_lengths=None,
