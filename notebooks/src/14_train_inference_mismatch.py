@@ -761,7 +761,7 @@ rl.claim("against at most 0.012 for every other token", own_ratio[~flipped].max(
 rl.claim("brings the largest log-ratio down to 0.012", replay_ratio.max().item(), 0.012)
 
 # %% [markdown]
-# ## 14.6 In TRL
+# ## 14.6 In TRL and verl
 #
 # TRL's `GRPOTrainer` applies a correction whenever it samples with vLLM, and by default:
 # `vllm_importance_sampling_correction=True` with `vllm_importance_sampling_mode="sequence_mask"` on the
@@ -776,7 +776,26 @@ rl.claim("brings the largest log-ratio down to 0.012", replay_ratio.max().item()
 # `top_k`, which TRL applies where it samples and not where it scores, the truncation mismatch of §14.2.
 # It refuses by name what TRL cannot express: the geometric-mean masks, a sampler temperature other
 # than the trainer's, a sampler precision and a lag. The losses and gradients of the four mapped modes
-# equal TRL's to 1e-6 (`tests/test_bridge.py`). Two practical notes from TRL's and verl's issue trackers:
+# equal TRL's to 1e-6 (`tests/test_bridge.py`).
+#
+# verl groups the same switches under `algorithm.rollout_correction` ("rollout correction", after Liu, Li
+# et al. 2025; read here from verl 0.7's source and its `docs/algo/rollout_corr.md`, not run by the book).
+# Its defaults differ from TRL's: `rollout_is: null` and `rollout_rs: null`, so verl corrects nothing until
+# asked. Importance *weights* and *rejection* are separate fields, and the book's modes map onto them so:
+#
+# | book (`is_correction`, cap $C$) | verl `algorithm.rollout_correction` |
+# |---|---|
+# | "token_truncate" | `rollout_is="token"`, `rollout_is_threshold=C` (weights $\min(\rho_t, C)$, capped above only) |
+# | "sequence_truncate" | `rollout_is="sequence"`, `rollout_is_threshold=C` (weight $\min(\rho_{\text{seq}}, C)$) |
+# | "token_mask" | `rollout_is="token"` and `rollout_rs="token_k1"`, both thresholds $C$ (a single number sets the band $[1/C, C]$; the weight $\rho_t$ is kept inside it) |
+# | "sequence_mask" | `rollout_is="sequence"` and `rollout_rs="seq_sum_k1"`, both thresholds $C$ |
+# | "geometric_mask" | the band only: `rollout_rs="seq_mean_k1"` (the mean of $\log\rho_t$ over the sequence); verl has no field for the weight $\rho_{\text{geo}}$ |
+#
+# In the masks verl takes rejected tokens out of the loss mask, and so out of the normaliser; TRL and the
+# book keep them there at weight 0. verl can also reject on $k_2$/$k_3$ statistics of the ratio
+# (`token_k3`, `seq_max_k3`, …), normalise the weights to mean 1 per batch (`rollout_is_batch_normalize`),
+# and, with `bypass_mode=true`, use the sampler's log-probabilities as PPO's $\pi_{\text{old}}$ (two policies
+# instead of three). Two practical notes from TRL's and verl's issue trackers:
 #
 # * A clip fraction of exactly zero with one pass per batch does not mean the samples were on-policy: the
 #   ratio the clip sees is $\pi_\theta/\pi_{\text{old}}$ with the trainer's own $\pi_{\text{old}}$, which is 1 at the first pass
