@@ -182,6 +182,17 @@ scalerl_weights = rl.per_token_weights(mask, "prompt_mean", group_size=2)
 rl.claim("3.5 times as much as the group", scalerl_weights[0, 0] / scalerl_weights[3, 0], 3.5, rel=1e-6);
 
 # %% [markdown]
+# **A constant divisor is the sequence-level policy gradient.** Dividing the sum over all the batch's
+# tokens by a constant ($B\,L_{\max}$ for Dr. GRPO) gives
+# $\frac{1}{B L_{\max}}\sum_i \hat A_i \sum_t \nabla\log\pi(o_{i,t}\mid q, o_{i,<t}) = \frac{1}{B L_{\max}}\sum_i \hat A_i\,\nabla\log\pi(o_i\mid q)$:
+# the score-function estimator of chapter 2 for whole answers, times a constant. DAPO's divisor, the
+# batch's token count, is also shared by every token of a batch; it changes only from batch to batch.
+# So the heights of the two flat lines in the figure are not two step sizes: Adam divides each
+# parameter's step by a running estimate of its gradient's scale, so a constant factor on the loss
+# leaves its steps as they were (up to its small $\epsilon$). What Adam does not undo is the *relative*
+# weight of tokens in answers of different lengths, the one thing the per-answer mean changes.
+
+# %% [markdown]
 #
 # **The difficulty bias of the standard deviation.** The second normalisation Dr. GRPO removes is
 # the division by the group's std in (9.1). A group of 8 with one wrong answer has a std of
@@ -260,9 +271,9 @@ axes[0].legend(fontsize=8); plt.tight_layout();
 # the end its right answers are several tokens longer than before RL, on their way to the length of
 # the reference working (16 to 20 tokens with the answer and EOS), many wrong ones carry working too,
 # and held-out pass@1 rose by more than 35 points. Under
-# `grpo_b0` a single run can go either way: the model may keep answering directly much of the
-# time (its right answers keep their mixed length and its wrong answers get shorter, since the direct
-# answers are where the mistakes are), or find the working too. The next cell prints which happened
+# `grpo_b0` a single run can go either way: the model may settle on answering directly (its right
+# answers shrink towards the direct answer's length), or find the working too, and
+# the ten seeds of the benchmark below show both outcomes. The next cell prints which happened
 # here; a run on another CPU starts from slightly different numbers and may land on the other side,
 # which is why the seeds below, not this run, carry the comparison.
 #
@@ -358,9 +369,13 @@ rl.claim_comparison("those of `grpo_b0` show no difference detected", wrong_vs_b
 # than `grpo_b0`. Read that number for what it averages. A worked answer is long, but once the model
 # has started it, each column's digits follow from the prompt and the previous columns, so most of its
 # tokens carry almost no choice; adding some fourteen such tokens to an answer lowers the per-token
-# mean whether or not the choice left at the answer's digits changed. The comparison therefore
-# measures the composition of the answers as much as how sure the policy is where it matters; the
-# stored runs do not keep the entropy at the answer's positions, which would separate the two.
+# mean whether or not the choice left at the answer's digits changed. The per-token mean therefore
+# mixes the composition of the answers with how sure the policy is where it matters. To separate the
+# two, `benchmarks/answer_entropy.py` trains both conditions again on the same ten seeds and splits the
+# entropy of each trained policy, on its own held-out samples, by position: the answer (its three digits
+# and EOS) and the working before it. At the answer's positions too, `dr_grpo` ends with a lower entropy
+# than `grpo_b0` (printed below, with the working's and the share of answers that show working). So the
+# fall is not only composition: where the answer is decided, `dr_grpo`'s policy is surer as well.
 
 # %%
 fig, ax = plt.subplots(figsize=(5.5, 2.8), dpi=80)
@@ -375,6 +390,16 @@ final_entropy = {c: np.array([r["final_entropy"] for r in sorted(dynamics["runs"
 entropy_dr = rl.compare(final_entropy["dr_grpo"], final_entropy["grpo_b0"], names=("dr_grpo final entropy", "grpo_b0's"))
 print(f"ten paired seeds ({dynamics['command']}):", entropy_dr)
 rl.claim_comparison("`dr_grpo` ends with a lower per-token mean entropy", entropy_dr, "<")
+by_position = rl.benchmark_results("answer_entropy")
+position_runs = {c: sorted((r for r in by_position["runs"] if r["condition"] == c), key=lambda r: r["seed"])
+                 for c in ("grpo_b0", "dr_grpo")}
+position_cmp = {key: rl.compare([r[key] for r in position_runs["dr_grpo"]], [r[key] for r in position_runs["grpo_b0"]],
+                                names=(f"dr_grpo {key}", "grpo_b0's"))
+                for key in ("entropy_answer", "entropy_working", "worked_share")}
+print(f"ten paired seeds ({by_position['command']}):")
+for comparison in position_cmp.values():
+    print(" ", comparison)
+rl.claim_comparison("At the answer's positions too, `dr_grpo` ends with a lower entropy", position_cmp["entropy_answer"], "<")
 
 # %% [markdown]
 # ## 10.3 DAPO's five changes, one at a time
@@ -387,7 +412,7 @@ rl.claim_comparison("`dr_grpo` ends with a lower per-token mean entropy", entrop
 # | clip-higher | a wider upper band $[1-\varepsilon_{\text{low}}, 1+\varepsilon_{\text{high}}]$, 0.2 / 0.28, so unlikely tokens can grow | `clip_eps_high=0.28` |
 # | token-level loss | the DAPO weights of (10.1) | `loss_aggregation="token_mean"` |
 # | overlong filtering | answers cut off by the budget are masked out of the loss | `overlong_filter=True` |
-# | soft overlong punishment | a penalty rising linearly from 0 to −1 over the last $L_{\text{cache}}$ tokens of the budget | `overlong_cache_length=4` |
+# | soft overlong punishment | a penalty rising linearly from 0 to −1 over the last $L_{\text{cache}}$ tokens of the budget | `overlong_cache_length=4` (DAPO's 4,096-token zone of a 20,480 budget, a fifth, scaled to our 24 tokens) |
 # | dynamic sampling | resample prompts until every group in the batch has mixed rewards | `dynamic_sampling=True`, `max_sampling_rounds` |
 #
 # and it drops the KL penalty ($\beta = 0$). Dynamic sampling costs extra generation: the loop counts
@@ -650,7 +675,9 @@ rl.claim("by about two points", maxrl_over_seeds.mean_diff, 0.02, abs=0.005)
 # stops us from putting the critic back: a copy of the GPT-2 with a scalar head, trained to predict
 # the final reward from every prefix, and advantages from GAE over tokens (chapter 4) with
 # $\gamma = 1$, $\lambda = 0.95$ (`GRPOConfig.recipe("ppo")`, after Ouyang et al. 2022,
-# arXiv:2203.02155). What it costs on our model:
+# arXiv:2203.02155). One difference from InstructGPT: there the KL penalty is part of the per-token
+# reward, so GAE and the critic see it; the recipe here adds $\beta\,k_3$ to the loss, as GRPO does
+# (chapter 12, §12.4, compares the two placements and the optima they reach). What it costs on our model:
 
 # %%
 critic = rl.lm.build_critic(sft_policy)
@@ -841,8 +868,8 @@ assert h12["truncated_fraction"][0] > 0.2
 # answers with $\hat A < 0$, so GRPO pushes the model away from writing working at all, which is
 # what this budget demands anyway: it only fits the direct answer. With `overlong_filter=True` the
 # truncated answers leave the loss: the model is never told that working is bad, only that right
-# direct answers are good, so the share of cut-off answers should fall more slowly, and pass@1 rise
-# more slowly with it. Overlong filtering and the soft punishment (whose zone now overlaps the
+# direct answers are good. Our prediction, which the exercise asks you to check (we did not store a run
+# of it): the share of cut-off answers falls more slowly, and pass@1 rises more slowly with it. Overlong filtering and the soft punishment (whose zone now overlaps the
 # working's length) act here, where they were idle at 24 tokens: whether a length trick matters
 # depends on how often the budget binds.
 

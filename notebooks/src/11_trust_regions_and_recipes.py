@@ -233,6 +233,68 @@ for name in ("|ρ − 1| > 0.2", "binary TV > 0.15"):
     rl.claim("each flag most of the positions the exact TV flags", flags[name][common].float().mean() / exact_share, low=0.5)
 
 # %% [markdown]
+# ### At the distance of one update
+#
+# Twenty steps is not the distance a trust region polices: the clip acts between the policy that sampled a
+# batch and the policy being updated on it, at most one generation apart. So repeat the measurement at that
+# distance. Start from the supervised model, take *one* GRPO step of §11.1's configuration (one generation,
+# its $\mu M = 4$ optimiser steps), and score the same batch under the result. One step's direction depends
+# on the batch it was computed from, so take it ten times, from ten sampling seeds, and read each measure
+# over the ten.
+
+# %%
+def flag_measures(policy_new):
+    """The three flags of the batch above under ``policy_new`` (π_θ) against the supervised model (π_old)."""
+    probs = next_token_probs(policy_new)
+    p_new_ = probs.gather(-1, sampled)[..., 0][mask]
+    tv = 0.5 * (probs - probs_old).abs().sum(-1)[mask]
+    ratio_ = p_new_ / p_old
+    return {"|ρ − 1| > 0.2": (ratio_ - 1).abs() > 0.2, "exact TV > 0.15": tv > 0.15,
+            "binary TV > 0.15": rl.binary_tv(p_new_.log(), p_old.log()) > 0.15}, ratio_
+
+
+one_step = {key: [] for key in ("ratio flags rare", "TV flags rare", "rare falling", "kappa ratio", "kappa binary")}
+for step_seed in range(10):  # about a second each
+    stepped = copy.deepcopy(sft_policy)
+    rl.train_grpo(stepped, tok, task, rl.GRPOConfig(**{**RUN, "seed": step_seed}, num_steps=1, num_inner_epochs=2,
+                                                    num_minibatches=2, kl_coef=0.04), progress=False)
+    step_flags, step_ratio = flag_measures(stepped)
+    one_step["ratio flags rare"].append(step_flags["|ρ − 1| > 0.2"][rare].float().mean().item())
+    one_step["TV flags rare"].append(step_flags["exact TV > 0.15"][rare].float().mean().item())
+    one_step["rare falling"].append((step_ratio[rare] < 1).float().mean().item())
+    one_step["kappa ratio"].append(cohen_kappa(step_flags["|ρ − 1| > 0.2"], step_flags["exact TV > 0.15"]))
+    one_step["kappa binary"].append(cohen_kappa(step_flags["binary TV > 0.15"], step_flags["exact TV > 0.15"]))
+one_step = {key: np.array(values) for key, values in one_step.items()}
+for key, values in one_step.items():
+    mean, low, high = rl.mean_ci(values)
+    print(f"{key:<18} mean over ten steps {mean:.3f} [{low:.3f}, {high:.3f}]")
+kappa_gap = rl.compare(one_step["kappa binary"], one_step["kappa ratio"], names=("binary TV's κ", "the ratio's κ"))
+print(kappa_gap)
+
+# %% [markdown]
+# One update tells a different story from twenty steps. The rare sampled tokens fall already (more than
+# nine in ten of them have $\rho < 1$), and the ratio's flag fires at more than four in five of them, while
+# the exact TV of their positions passes $\tau = 0.15$ at fewer than one in five: after one update, most of
+# the rare tokens the ratio flags sit at positions whose distribution has barely moved. That is DPPO's
+# argument, except that its example token gains probability and these lose it. The agreement
+# with the exact-TV flag turns round as well: the binary TV's flag agrees with it better than the ratio's does,
+# κ about 0.8 against about 0.5 (means over the ten steps, compared paired). So the two distances answer
+# different questions. Twenty steps apart, when the rare tokens have all but vanished, the binary TV is
+# the measure that misses movement; one update apart, the distance a trust region acts on, the ratio
+# over-flags the rare tokens and the binary TV tracks the exact TV more closely. A trust region built on
+# the ratio spends its clip on rare tokens whose positions moved little; one built on the binary TV
+# misses some movement at those positions once the policy has gone further than one update. With 17
+# tokens the exact TV is cheap, and it is the measure both approximate.
+
+# %%
+rl.claim("nine in ten of them have $\\rho < 1$", one_step["rare falling"].mean(), low=0.9)
+rl.claim("fires at more than four in five of them", one_step["ratio flags rare"].mean(), low=0.8)
+rl.claim("at fewer than one in five", one_step["TV flags rare"].mean(), high=0.2)
+rl.claim_comparison("the binary TV's flag agrees with it better than the ratio's does", kappa_gap, ">")
+rl.claim("κ about 0.8 against", one_step["kappa binary"].mean(), 0.8)
+rl.claim("against about 0.5", one_step["kappa ratio"].mean(), 0.5)
+
+# %% [markdown]
 # ## 11.3 Four trust regions on the same batch
 #
 # Each method decides, token by token, whether the token still gets a gradient. With the batch above,
@@ -248,11 +310,17 @@ for name in ("|ρ − 1| > 0.2", "binary TV > 0.15"):
 #   $\varepsilon_{\text{low}}$ large enough that the weight has no lower bound and tunes only
 #   $\varepsilon_{\text{high}}$; the value 0.28 is not from that report but DAPO's clip-higher value (Yu et
 #   al. 2025), which the library's `GRPOConfig.recipe("cispo")` borrows (its `recipe("scalerl")` caps the
-#   weight higher, at $1 + 3$; §11.6).
+#   weight higher, at $1 + 3$; §11.6). The report's motivation: under PPO's clip the rare tokens that
+#   open a line of reasoning (its "fork" tokens, such as "However" or "Recheck") jump in probability at the
+#   first update, leave the band, and lose their gradient for the rest of the batch's updates; CISPO keeps
+#   their gradient and only bounds their weight.
 # * **GSPO** (Zheng et al. 2025, arXiv:2507.18071): one ratio per answer,
 #   $s_i = \exp\big(\frac{1}{|o_i|}\sum_t \log \rho_{i,t}\big)$, the geometric mean of the token
 #   ratios, clipped with a band of $3 \cdot 10^{-4}$ / $4 \cdot 10^{-4}$; a whole answer keeps or loses its
-#   gradient together.
+#   gradient together. Zheng et al. built it for mixture-of-experts models, whose token ratios jump when
+#   the router picks other experts between sampling and training (§14.5), and report that GSPO clips about
+#   two orders of magnitude more tokens than GRPO yet trains more efficiently: clipping many tokens is
+#   part of the design, not a defect.
 # * **DPPO** (Qi et al. 2026): a token is masked when its binary TV exceeds $\tau = 0.15$ *and* the
 #   update would push the probability further the same way. This is the paper's *binary*
 #   approximation of the divergence. The paper also proposes a *Top-K* approximation, which keeps the
@@ -326,9 +394,13 @@ rl.claim("almost all the tokens the clip drops and DPPO keeps are rare tokens", 
 #
 # DAPO drops the KL penalty because, over a long run, the policy *should* move far from where it
 # started, and a penalty to the starting point grows until it dominates the loss. ProRL (Liu et al.
-# 2025, arXiv:2505.24864) keeps the penalty for its stabilising effect but moves the anchor: every
-# $K$ steps the reference becomes the current policy, $\pi_{\text{ref}} \leftarrow \pi_\theta$, and the
-# optimiser's moment estimates are reset with it (`ref_reset_every=K`). Be precise about what is
+# 2025, arXiv:2505.24864) keeps the penalty for its stabilising effect but moves the anchor: at the
+# boundaries of its training stages, when validation performance stalled or fell, the reference
+# becomes the current policy, $\pi_{\text{ref}} \leftarrow \pi_\theta$, and the optimiser's moment
+# estimates are reset with it. The library's `ref_reset_every=K` simplifies that schedule to a fixed
+# period of $K$ steps. (ProRL's headline claim is about what such long runs buy: with prolonged RL,
+# pass@$k$ at large $k$ rises too, which chapter 15, §15.6, sets against the "RL only sharpens"
+# reading and tests at this book's scale.) Be precise about what is
 # logged: `train_grpo` measures the KL on the first pass over each minibatch, before that minibatch's
 # update, and the reset happens before the step's sampling. With one minibatch per step, as here, the
 # KL logged at a reset step is therefore measured before any update since the copy, and is exactly 0;
@@ -459,7 +531,10 @@ assert torch.allclose(scale, torch.full_like(scale, 32 / int(informative.sum()))
 # %% [markdown]
 # So the filter does not change what the step asks for, only its size, and with it the drift that
 # would otherwise creep in: without it, the better the model does, the more silent groups dilute the
-# loss and the smaller the effective step. The other two choices act over a run; `scalerl_mb1` is
+# loss. Under plain SGD that would shrink the step; under AdamW, whose second-moment estimate follows the
+# gradient's scale, a slowly changing factor is largely absorbed, and what remains is the effect on the
+# moments while the share of silent groups changes (we did not measure the update's norm with and
+# without the filter). The other two choices act over a run; `scalerl_mb1` is
 # ScaleRL's recipe with one minibatch per generation, for 10 steps:
 
 # %%
@@ -943,13 +1018,15 @@ assert sum(a is not None and a >= 1 - 1e-6 for a in per_seed["grpo_b004"]["A"]) 
 # * With one gradient step per batch the ratio is 1 and the trust region never acts; several
 #   minibatches (or passes) per generation make the clip fraction, the ratio's spread and the KL
 #   non-zero, which is the regime the methods of this chapter are about.
-# * On one batch (a 17-token vocabulary, the policy twenty steps from the sampler), the sampled
-#   token's ratio and the exact TV of its position flagged nearly the same positions (Cohen's κ above
-#   0.9). The rare sampled tokens had mostly *fallen* ($\rho < 1$), not risen as in DPPO's example.
-#   DPPO's binary TV needs only the sampled token's two probabilities and never exceeds the exact TV;
-#   it is tight for likely tokens, but it is the binary TV that misses the movement at the positions
-#   of rare tokens, so a mask built on it relaxes the trust region where the distribution changed most.
-#   DPPO's Top-K approximation is meant to see that movement; we did not test it.
+# * On one batch (a 17-token vocabulary), which measure misses movement depends on how far the policy
+#   went. Twenty steps from the sampler, the sampled token's ratio and the exact TV of its position
+#   flagged nearly the same positions (Cohen's κ above 0.9), and DPPO's binary TV, which never exceeds the
+#   exact TV, missed the movement at the positions of rare tokens. One update from the sampler, the
+#   distance a trust region acts on, the ratio flagged more than four in five rare tokens at positions that had
+#   barely moved, and the binary TV agreed with the exact TV better than the ratio did (ten steps,
+#   paired). Either way the rare sampled tokens had mostly *fallen* ($\rho < 1$), not risen as in DPPO's
+#   example. DPPO's Top-K approximation is meant to see the movement off the sampled token; we did not
+#   test it.
 # * On one batch, PPO's clip, CISPO, GSPO and DPPO keep very different sets of tokens: CISPO all of
 #   them, DPPO more than the clip (the difference being almost all rare tokens), GSPO's tight sequence
 #   band the fewest once the policy has moved.
@@ -975,6 +1052,8 @@ assert sum(a is not None and a >= 1 - 1e-6 for a in per_seed["grpo_b004"]["A"]) 
 rl.claim("Cohen's κ above 0.9", kappa["|ρ − 1| > 0.2"], low=0.9)
 rl.claim("which §11.7's single runs failed here", sum(run_identified.values()), 0, abs=0)
 rl.claim("had mostly *fallen*", falling, low=0.5)
+rl.claim("the ratio flagged more than four in five rare tokens", one_step["ratio flags rare"].mean(), low=0.8)
+rl.claim_comparison("the binary TV agreed with the exact TV better than the ratio did", kappa_gap, ">")
 rl.claim_comparison("the token mean and Dr. GRPO's fixed-length normaliser each raised pass@1", token_mean, ">")
 rl.claim_comparison("the token mean and Dr. GRPO's fixed-length normaliser each raised pass@1",
                     pair("grpo_b0_fixed_length", "grpo_b0"), ">")
@@ -1124,9 +1203,14 @@ ax.set_title("3-digit problems: three seeds per configuration, each with its fit
 # The asymptotes are the least settled part: which configuration has the higher fitted $A$ changes
 # from seed to seed. The two configurations also differ in three ways at once (the loss,
 # $\beta$ and the aggregation), so even a detected difference would not be CISPO's loss alone (§11.8
-# separates them). What the experiment gives is a hypothesis to test and the spread to plan the test
-# with: `rl.seeds_needed` on the measured spread of the differences says how many paired seeds would
-# detect the observed mean difference in final pass@1 with probability 0.8.
+# separates them). What the experiment gives is a hypothesis to test and a spread to plan the test
+# with. Planning with the observed difference would be optimistic twice over: a difference noticed
+# because it looked large tends to come out smaller when rerun (the winner's curse), and a standard
+# deviation from three seeds (two degrees of freedom) is itself very uncertain. So plan with a smallest
+# effect of interest, five points of final pass@1 (a gain that would change which recipe one runs), and
+# a one-sided 80 % upper confidence bound of the standard deviation (from the $\chi^2$ distribution with
+# $n - 1$ degrees of freedom): `rl.seeds_needed` then says how many paired seeds would detect that
+# effect with probability 0.8 (the printout gives both plans).
 
 # %% tags=["solution"]
 grpo_hard, cispo_hard = hard_runs["grpo_b004_mb1_3digit"], hard_runs["cispo_mb1_3digit"]
@@ -1136,9 +1220,15 @@ final_cmp = rl.compare([r["final"] for r in cispo_hard], [r["final"] for r in gr
 a_cmp = rl.compare([r["A"] for r in cispo_hard], [r["A"] for r in grpo_hard], names=names_hard)
 print("final pass@1:", final_cmp)
 print("A:           ", a_cmp)
+from scipy import stats
+
 needed = rl.seeds_needed(final_cmp.mean_diff, final_cmp.sd_diff)
-print(f"paired seeds to detect a difference of {final_cmp.mean_diff:+.3f} in final pass@1 at this spread "
-      f"(sd {final_cmp.sd_diff:.3f}), power 0.8: {needed}")
+print(f"naive plan: paired seeds to detect the observed {final_cmp.mean_diff:+.3f} in final pass@1 at the observed "
+      f"sd {final_cmp.sd_diff:.3f}, power 0.8: {needed}")
+n_hard = len(grpo_hard)
+sd_upper = final_cmp.sd_diff * ((n_hard - 1) / stats.chi2.ppf(0.2, n_hard - 1)) ** 0.5  # one-sided 80 % upper bound
+print(f"planned: a smallest effect of interest of 0.05 at the sd's 80 % upper bound {sd_upper:.3f}: "
+      f"{rl.seeds_needed(0.05, sd_upper)} paired seeds")
 rl.claim("ended higher", min(c["final"] - g["final"] for g, c in zip(grpo_hard, cispo_hard)), low=0.0)
 for comparison in (final_cmp, a_cmp):
     rl.claim_comparison("no difference detected at this scale (the printout gives the", comparison, "none")
