@@ -1,7 +1,7 @@
-"""Tuning sweep for CartPole: env steps to 475 of PPO or REINFORCE under config overrides, over seeds.
+"""Tuning sweep for CartPole: env steps to 475 of PPO, REINFORCE or TRPO under config overrides, over seeds.
 
 Each override set is a comma-separated list of ``field=value`` pairs on top of the book's defaults
-(``PPOConfig`` / ``ReinforceConfig``); ``default`` is the defaults themselves. Every set runs on the
+(``PPOConfig`` / ``ReinforceConfig`` / ``TRPOConfig``); ``default`` is the defaults themselves. Every set runs on the
 same seeds, so the rows compare paired. Prints one row per set: how many seeds reached a rolling-20
 mean return of 475 within the budget, the median, the worst seed and the paired median ratio of
 steps against the first set. Tune on seeds the book does not report (e.g. 100–109) and confirm on
@@ -20,7 +20,7 @@ import ast
 import multiprocessing as mp
 import statistics
 
-BUDGET = {"ppo": 100_000, "reinforce": 200_000}
+BUDGET = {"ppo": 100_000, "reinforce": 200_000, "trpo": 300_000}  # as benchmarks/cartpole.py's BUDGETS
 
 
 def parse_set(text: str) -> dict:
@@ -54,6 +54,8 @@ def one_run(job):
     torch.set_num_threads(1)
     if algo == "ppo":
         from rlbook.algos.ppo import PPOConfig as Config, train_ppo as train
+    elif algo == "trpo":
+        from rlbook.algos.trpo import TRPOConfig as Config, train_trpo as train
     else:
         from rlbook.algos.reinforce import ReinforceConfig as Config, train_reinforce as train
     fields = dict(fields)
@@ -71,26 +73,24 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sets = [(s, parse_set(s)) for s in args.sets]
     jobs = [(args.algo, seed, fields, BUDGET[args.algo]) for _, fields in sets for seed in args.seeds]
+    n = len(args.seeds)
+    print(f"{args.algo} on seeds {args.seeds} (budget {BUDGET[args.algo]:,} env steps)")
+    print(f"{'overrides':<48}{'reached':>8}{'median':>9}{'worst':>9}{'paired ratio':>13}  per seed")
     pool = mp.get_context("spawn").Pool(args.workers)
+    results = pool.imap(one_run, jobs)  # in order, so each set's row prints as soon as its seeds are done
+    first = None
     try:
-        results = pool.map(one_run, jobs)
+        for name, _ in sets:
+            steps = [next(results) for _ in range(n)]
+            vals = [s if s is not None else float("inf") for s in steps]
+            first = first or vals
+            ratio = statistics.median(v / f for v, f in zip(vals, first) if f < float("inf"))
+            print(f"{name:<48}{sum(v < float('inf') for v in vals):>5}/{n:<2}{statistics.median(vals):>9,.0f}"
+                  f"{max(vals):>9,.0f}{ratio:>13.2f}  " + " ".join(str(s) if s is not None else "never" for s in steps),
+                  flush=True)
     finally:
         pool.close()
         pool.join()
-    n = len(args.seeds)
-    inf = float("inf")
-    first = None
-    print(f"{args.algo} on seeds {args.seeds} (budget {BUDGET[args.algo]:,} env steps)")
-    print(f"{'overrides':<48}{'reached':>8}{'median':>9}{'worst':>9}{'paired ratio':>13}  per seed")
-    for i, (name, _) in enumerate(sets):
-        steps = results[i * n:(i + 1) * n]
-        vals = [s if s is not None else inf for s in steps]
-        if first is None:
-            first = vals
-        ratio = statistics.median(v / f for v, f in zip(vals, first) if f < inf)
-        med = statistics.median(vals)
-        print(f"{name:<48}{sum(v < inf for v in vals):>5}/{n:<2}{med:>9,.0f}{max(vals):>9,.0f}{ratio:>13.2f}  "
-              + " ".join(str(s) if s is not None else "never" for s in steps), flush=True)
 
 
 if __name__ == "__main__":
