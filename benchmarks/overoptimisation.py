@@ -18,7 +18,17 @@ Setting (every seed s; Gao et al. 2022, arXiv:2210.10760, on a scale a laptop ca
   against the gold order where the gold rewards differ).
 * Best-of-N on the proxy: ``BON_PROMPTS`` held-out prompts × M = ``BON_SAMPLES`` supervised samples;
   the expected proxy and gold reward of best-of-N for N = 1 … M from those samples
-  (``best_of_n_estimate``), at d = √(log N − (N−1)/N) (``rl.kl_regularised.best_of_n_kl_bound``).
+  (``best_of_n_estimate``: the best of a random N-subset of the M samples), at d = √KL with KL the
+  exact KL of best-of-N over each prompt's empirical distribution π̂ of its M samples (identical
+  completions merged, mass count/M; ``rl.kl_regularised.best_of_n_kl``, N i.i.d. draws from π̂),
+  averaged over prompts (``kl``); the bound log N − (N−1)/N (``best_of_n_kl_bound``) is kept as
+  ``kl_bound``/``d_bound``. The two rewards' estimators differ slightly: subsets of the M samples
+  (drawn without replacement) vs N i.i.d. draws from π̂; the proxy and gold reward of the latter
+  are stored as ``proxy_iid``/``gold_iid`` to measure the gap (below). It is a KL to π̂, not to
+  π_sft: 64 samples cannot show π_sft's tail.
+* The reward model's recipe: ``--rm-lr`` and ``--rm-steps`` (default 40 updates at 1e-4, the
+  study's under-fitted proxy); ``--select-rm`` chooses them instead by 4-fold cross-validation
+  inside the training pairs (``select_recipe``; the held-out evaluation pairs are never drawn).
 * RL on the proxy: GRPO (chapter 9's loss, β = 0: no KL penalty) with the reward model as the
   reward (``ProxyRewardTask``), 32 prompts × G = 8 per step, two minibatches per generation,
   ``RL_STEPS`` steps at lr ``RL_LR``; at the steps in ``EVAL_STEPS`` the policy is evaluated on
@@ -35,22 +45,45 @@ evaluation), gold and proxy at the end, the fitted α, β and d*; across seeds t
 95 % t-interval (``rl.mean_ci``). Seed s's best-of-N and RL share its supervised model, pairs and
 reward model (paired).
 
-Measured (seeds 0–9, 300 comparisons; ``rlbook/data/overoptimisation.json``; 341 s on one core of a
-shared 2-core Xeon, supervised models cached). The reward models order held-out pairs as the gold
-reward does on 0.65 [0.62, 0.69] of the pairs whose gold rewards differ. Best-of-N on them: gold
-peaks at N = 4 (d = 0.80) on the mean curve, +0.077 [0.052, 0.102] over the supervised model (paired
-over seeds), then falls by 0.327 [0.309, 0.344] by N = 64 (accuracy 0.41 → 0.03, length 10.9 → 4.6
-tokens) while the proxy rises at every N on all ten seeds; d(α − βd) identifies its peak on 9 of 10
-seeds. GRPO on them (40 steps, β = 0): the gain at the mean curve's peak (step 3) is +0.019
-[−0.001, +0.040], no rise detected; the fall to the end is 0.309 [0.279, 0.339]; the RL form
-d(α − β·log d) identifies a peak on 1 seed of 10. The policies end on short wrong answers the proxy
-likes ("006", "000"). Earlier runs (seeds 0–2 on two-thread supervised models, before the switch to
-the one-thread ones; ``overoptimisation_pairs1000.json``): with 1000 comparisons (``--num-pairs 1000
---rm-steps 133``) the proxy was no better and the curves
-looked the same; a KL penalty (``--kl-coef 0.1``) slowed the drift but gold traced the same curve in
+Measured (seeds 0–9, 300 comparisons, 40 updates at 1e-4; ``rlbook/data/overoptimisation.json``;
+935 s on one core of a 2-core Xeon shared with two other runs, supervised models cached; rerun on
+the supervised checkpoints as regenerated on 2026-11-28, so every number moved from the first
+ten-seed run). The reward models fit 0.54–0.61 of their own training pairs and order held-out
+pairs as the gold reward does on 0.66 [0.62, 0.69] of the pairs whose gold rewards differ.
+Best-of-N on them: the exact KL at N = 64 is 2.99 [2.97, 3.01] nats (the bound: 3.17; about 30
+distinct completions among a prompt's 64); gold peaks at N = 4 (d = 0.78) on the mean curve,
++0.094 [0.071, 0.116] over the supervised model (paired over seeds), then falls by 0.344 [0.318,
+0.369] by N = 64 (accuracy 0.42 → 0.03, length 10.8 → 4.4 tokens) while the proxy rises at every
+N on all ten seeds; d(α − βd) identifies its peak on 10 of 10 seeds, d* = 0.57 [0.53, 0.60] √nats.
+The two best-of-N estimators differ little: gold at N = 64 is higher by 0.030 [0.023, 0.037] for
+64 i.i.d. draws from π̂ than for the top of the 64 samples (the i.i.d. draws miss the top sample
+about a third of the time), against a fall of 0.344. GRPO on them (40 steps, β = 0): the gain at
+the mean curve's peak (step 3) is +0.014 [−0.003, +0.032], no rise detected; the fall to the end
+is 0.297 [0.274, 0.320]; the RL form d(α − β·log d) identifies a peak on no seed. The policies end on short wrong
+answers the proxy likes ("008", "005").
+The recipe (``--select-rm --seeds 0 1``, ``overoptimisation_rm_selection.json``, 4 folds of the 300
+training pairs): the validation loss is lowest at 1e-4 after 25 updates (0.695 and 0.687, about
+log 2: the labels at T = 0.25 are hard to predict) and grows with more (0.96–0.98 at 200, while the
+training accuracy reaches 0.81–0.84); at 1e-3 it is higher at every count (0.75–0.77 at 25,
+0.98–1.15 at 100). Early stopping thus keeps the study's 40 updates at 1e-4; the
+``overoptimisation_fitted`` run (``--rm-lr 1e-3 --rm-steps 100``, chapter 12 §12.3's recipe) is a
+reward model that fits its pairs, over-fitted by that validation (887 s). It fits 0.59–0.75 of its training pairs but is a worse
+proxy: gold order on held-out pairs 0.59 [0.56, 0.62], 0.064 [0.048, 0.080] below the study's
+reward model (paired by seed). Over-optimisation persists: best-of-N's mean curve peaks at N = 3,
++0.050 [0.026, 0.074], then falls 0.356 [0.315, 0.397] by N = 64, ending 0.056 [0.029, 0.082]
+lower than with the study's reward model; GRPO's peaks at step 5, +0.041 [0.015, 0.068], then
+falls 0.308 [0.268, 0.348]. (Gains here are at the mean curve's peak, as in chapter 12; the table
+printed by ``main`` uses each seed's own peak.)
+With 1000 comparisons (``--seeds 0 1 2 --num-pairs 1000 --rm-steps 133``,
+``overoptimisation_pairs1000.json``, rerun with the exact KL, 206 s) the reward models fit 0.55–0.61
+of their pairs and order held-out pairs as the gold reward does on 0.59–0.67 of those that differ
+(three seeds: too few to compare with the 300-pair models). Earlier runs (seeds 0–2 on two-thread
+supervised models, before the switch to the one-thread ones): a KL penalty (``--kl-coef 0.1``) slowed the drift but gold traced the same curve in
 d, as Gao et al. found: the penalty acts like early stopping. 36 s for ``--seeds 0 --small``.
 
     python benchmarks/overoptimisation.py --seeds 0 1 2 3 4 5 6 7 8 9 --save   # rlbook/data/overoptimisation.json
+    python benchmarks/overoptimisation.py --select-rm --seeds 0 1 --name overoptimisation_rm_selection --save
+    python benchmarks/overoptimisation.py --seeds 0 1 2 3 4 5 6 7 8 9 --rm-lr 1e-3 --rm-steps 100 --name overoptimisation_fitted --save
     python benchmarks/overoptimisation.py --seeds 0 --small        # the chapter's live version
 
 One torch thread; results repeat on one machine,
@@ -109,7 +142,8 @@ def _strip_eos(texts, eos="</s>"):
     return [t[: -len(eos)] if t.endswith(eos) else t for t in texts]
 
 
-def train_proxy(policy, tok, task, gold, seed: int, num_pairs: int = NUM_PAIRS, rm_steps: int = RM_STEPS) -> tuple:
+def train_proxy(policy, tok, task, gold, seed: int, num_pairs: int = NUM_PAIRS, rm_steps: int = RM_STEPS,
+                rm_lr: float = RM_LR) -> tuple:
     """The proxy reward model and its accuracies (train labels, held-out labels, held-out gold order)."""
     import torch
 
@@ -120,7 +154,7 @@ def train_proxy(policy, tok, task, gold, seed: int, num_pairs: int = NUM_PAIRS, 
     train, _, _ = labelled_pairs(policy, tok, task, gold, num_pairs, generator, "train")
     test, ra, rb = labelled_pairs(policy, tok, task, gold, NUM_TEST_PAIRS, generator, "held_out")
     rm = rl.lm.build_reward_model(policy, seed=seed)
-    config = rl.lm.RewardModelConfig(num_steps=rm_steps, batch_size=RM_BATCH, lr=RM_LR, seed=seed)
+    config = rl.lm.RewardModelConfig(num_steps=rm_steps, batch_size=RM_BATCH, lr=rm_lr, seed=seed)
     rl.lm.train_reward_model(rm, tok, train.prompts, _strip_eos(train.chosen), _strip_eos(train.rejected), config,
                              progress=False)
     rm.requires_grad_(False)
@@ -132,6 +166,62 @@ def train_proxy(policy, tok, task, gold, seed: int, num_pairs: int = NUM_PAIRS, 
     accuracy["held_out_gold_order"] = float(np.mean(np.sign(sa - sb)[differ] == np.sign(ra - rb)[differ]))
     accuracy["held_out_gold_differ_share"] = float(differ.mean())
     return rm, accuracy
+
+
+SELECT_LRS, SELECT_STEPS, SELECT_FOLDS = (1e-4, 1e-3), (25, 50, 100, 200), 4
+
+
+def select_recipe(seed: int, num_pairs: int = NUM_PAIRS, lrs=SELECT_LRS, steps=SELECT_STEPS, folds: int = SELECT_FOLDS) -> dict:
+    """The reward model's (lr, updates) by k-fold validation inside the seed's ``num_pairs`` training pairs.
+
+    The pairs are those :func:`train_proxy` trains on (same generator); the held-out evaluation pairs are
+    never drawn. For each fold a fresh reward model is trained on the other folds exactly as
+    ``train_reward_model`` does (AdamW, ``RM_BATCH`` pairs drawn with replacement, seed ``seed``), and its
+    Bradley–Terry loss and accuracy on the fold's pairs (against their labels) and its accuracy on its own
+    training pairs are measured after each count in ``steps``. Returns the means over folds per lr and count.
+    """
+    import torch
+
+    import rlbook as rl
+    from rlbook.lm.reward_model import reward_model_step
+
+    task, tok, gold, sft = setup(seed)
+    torch.set_num_threads(1)
+    pairs, _, _ = labelled_pairs(sft, tok, task, gold, num_pairs, torch.Generator().manual_seed(seed), "train")
+    prompts, chosen, rejected = pairs.prompts, _strip_eos(pairs.chosen), _strip_eos(pairs.rejected)
+    order = torch.randperm(num_pairs, generator=torch.Generator().manual_seed(10_000 + seed)).tolist()
+    result = {"seed": seed, "folds": folds, "by": {}}
+    for lr in lrs:
+        cells = {n: {"val_loss": [], "val_accuracy": [], "train_accuracy": []} for n in steps}
+        for f in range(folds):
+            val = set(order[f::folds])
+            tr = [i for i in range(num_pairs) if i not in val]
+            va = sorted(val)
+            pick_ = lambda idx, xs: [xs[i] for i in idx]  # noqa: E731
+            rm = rl.lm.build_reward_model(sft, seed=seed)
+            data = rl.lm.encode_preference_pairs(tok, pick_(tr, prompts), pick_(tr, chosen), pick_(tr, rejected))
+            val_batch = rl.lm.encode_preference_pairs(tok, pick_(va, prompts), pick_(va, chosen), pick_(va, rejected))
+            rm.eval()
+            generator = torch.Generator().manual_seed(seed)
+            optimizer = torch.optim.AdamW(rm.parameters(), lr=lr, weight_decay=0.0)
+            n_tr = len(tr)
+            for step in range(1, max(steps) + 1):
+                pick = torch.randint(0, n_tr, (RM_BATCH,), generator=generator)
+                batch = {k: v[torch.cat([pick, pick + n_tr])] for k, v in data.items()}
+                reward_model_step(rm, optimizer, batch, 1.0)
+                if step in steps:
+                    with torch.no_grad():
+                        r = rl.lm.sequence_rewards(rm, val_batch["input_ids"], val_batch["attention_mask"])
+                        margin = r[: len(va)] - r[len(va):]
+                        cells[step]["val_loss"].append(float(torch.nn.functional.softplus(-margin).mean()))
+                        cells[step]["val_accuracy"].append(float((margin > 0).float().mean()))
+                    cells[step]["train_accuracy"].append(rl.lm.reward_model_accuracy(
+                        rm, tok, pick_(tr, prompts), pick_(tr, chosen), pick_(tr, rejected)))
+        result["by"][f"{lr:g}"] = {n: {k: float(np.mean(v)) for k, v in c.items()} for n, c in cells.items()}
+        for n, c in result["by"][f"{lr:g}"].items():
+            print(f"seed {seed} lr {lr:g} updates {n:>4}: validation loss {c['val_loss']:.3f}, accuracy "
+                  f"{c['val_accuracy']:.3f}; train accuracy {c['train_accuracy']:.3f}", flush=True)
+    return result
 
 
 def best_of_n_curve(policy, rm, tok, task, gold, seed: int, num_prompts: int) -> dict:
@@ -154,14 +244,57 @@ def best_of_n_curve(policy, rm, tok, task, gold, seed: int, num_prompts: int) ->
     correct = torch.tensor([task.reward(p, o) for p, o in zip(prompts, out.texts)], dtype=torch.float64).view_as(gold_r)
     length = out.lengths.double().view_as(gold_r)
     direct = torch.tensor([";" not in o for o in out.texts], dtype=torch.float64).view_as(gold_r)
-    curve = {"n": list(BON_NS), "kl": [best_of_n_kl_bound(n) for n in BON_NS]}
-    curve["d"] = [math.sqrt(k) for k in curve["kl"]]
+    kl, iid, tie_spread = empirical_best_of_n(out.texts, proxy, gold_r, num_prompts)
+    curve = {"n": list(BON_NS), "kl": kl, "kl_bound": [best_of_n_kl_bound(n) for n in BON_NS]}
+    curve["d"] = [math.sqrt(max(k, 0.0)) for k in curve["kl"]]
+    curve["d_bound"] = [math.sqrt(k) for k in curve["kl_bound"]]
     for name, values in (("proxy", proxy), ("gold", gold_r), ("correct", correct), ("length", length), ("direct", direct)):
         curve[name] = [float(best_of_n_estimate(proxy, values, n).mean()) for n in BON_NS]
+    curve["proxy_iid"], curve["gold_iid"] = iid["proxy"], iid["gold"]
+    curve["distinct_completions"] = iid["distinct"]
+    curve["duplicate_proxy_spread"] = tie_spread
     top = proxy.argmax(dim=1)
     curve["top_samples"] = [{"prompt": problems[i].prompt, "completion": out.texts[i * BON_SAMPLES + int(top[i])],
                              "proxy": float(proxy[i, top[i]]), "gold": float(gold_r[i, top[i]])} for i in range(6)]
     return curve
+
+
+def empirical_best_of_n(texts, proxy, gold_r, num_prompts: int) -> tuple:
+    """Exact KL(π_N ‖ π̂) of best-of-N by the proxy over each prompt's empirical distribution π̂, mean over prompts.
+
+    π̂ puts mass count/M on each distinct completion among a prompt's M samples (identical texts merged,
+    each scored by the proxy once: the first copy's score). π_N and its KL come from
+    ``rl.kl_regularised.best_of_n_probs``/``best_of_n_kl`` (N i.i.d. draws from π̂, ties broken by a rule
+    blind to the answer). Also the mean proxy and gold reward of that π_N (``proxy_iid``, ``gold_iid``),
+    the mean number of distinct completions per prompt, and the largest spread of the proxy's scores
+    among copies of one text (float noise of batched scoring; merging removes it).
+    """
+    import torch
+
+    from rlbook.kl_regularised import best_of_n_kl, best_of_n_probs
+
+    m = proxy.shape[1]
+    kl = np.zeros((num_prompts, len(BON_NS)))
+    iid = {"proxy": np.zeros((num_prompts, len(BON_NS))), "gold": np.zeros((num_prompts, len(BON_NS)))}
+    distinct, spread = [], 0.0
+    for i in range(num_prompts):
+        first, counts, copies = {}, {}, {}
+        for j, text in enumerate(texts[i * m:(i + 1) * m]):
+            first.setdefault(text, j)
+            counts[text] = counts.get(text, 0) + 1
+            copies.setdefault(text, []).append(float(proxy[i, j]))
+        spread = max([spread] + [max(v) - min(v) for v in copies.values()])
+        keys = list(first)
+        ref = torch.tensor([counts[t] / m for t in keys], dtype=torch.float64)
+        score = torch.tensor([float(proxy[i, first[t]]) for t in keys], dtype=torch.float64)
+        gold = torch.tensor([float(gold_r[i, first[t]]) for t in keys], dtype=torch.float64)
+        distinct.append(len(keys))
+        for k, n in enumerate(BON_NS):
+            pi_n = best_of_n_probs(ref, score, n)
+            kl[i, k] = float(best_of_n_kl(ref, score, n))
+            iid["proxy"][i, k], iid["gold"][i, k] = float((pi_n * score).sum()), float((pi_n * gold).sum())
+    return ([float(x) for x in kl.mean(0)], {"proxy": [float(x) for x in iid["proxy"].mean(0)],
+            "gold": [float(x) for x in iid["gold"].mean(0)], "distinct": float(np.mean(distinct))}, float(spread))
 
 
 def _evaluate(policy, sft, rm, tok, gold, problems) -> dict:
@@ -268,14 +401,14 @@ def _summary(curve: dict) -> dict:
 
 
 def one_seed(seed: int, small: bool = False, num_pairs: int = NUM_PAIRS, rm_steps: int = RM_STEPS,
-             kl_coef: float = 0.0) -> dict:
+             kl_coef: float = 0.0, rm_lr: float = RM_LR) -> dict:
     import torch
 
     start = time.perf_counter()
     task, tok, gold, sft = setup(seed)
     torch.set_num_threads(1)
     t_sft = time.perf_counter() - start
-    rm, accuracy = train_proxy(sft, tok, task, gold, seed, num_pairs, rm_steps)
+    rm, accuracy = train_proxy(sft, tok, task, gold, seed, num_pairs, rm_steps, rm_lr)
     sizes = SMALL if small else dict(rl_steps=RL_STEPS, eval_steps=EVAL_STEPS, bon_prompts=BON_PROMPTS, eval_prompts=EVAL_PROMPTS)
     bon = best_of_n_curve(sft, rm, tok, task, gold, seed, sizes["bon_prompts"])
     t_bon = time.perf_counter() - start
@@ -332,6 +465,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--small", action="store_true", help="the chapter's live size (fewer steps and prompts)")
     parser.add_argument("--num-pairs", type=int, default=NUM_PAIRS, help=f"training comparisons (default {NUM_PAIRS})")
     parser.add_argument("--rm-steps", type=int, default=RM_STEPS, help=f"reward-model updates (default {RM_STEPS})")
+    parser.add_argument("--rm-lr", type=float, default=RM_LR, help=f"reward-model AdamW learning rate (default {RM_LR:g})")
+    parser.add_argument("--select-rm", action="store_true",
+                        help="only choose the reward model's recipe: k-fold validation within the training pairs")
     parser.add_argument("--kl-coef", type=float, default=0.0, help="β of GRPO's k3 penalty to the supervised model (default 0)")
     parser.add_argument("--save", action="store_true", help="write rlbook/data/<name>.json")
     parser.add_argument("--name", default="overoptimisation", help="the saved file's name (default overoptimisation)")
@@ -341,9 +477,21 @@ def main(argv=None) -> dict:
     import rlbook as rl
 
     print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, 1 thread")
+    if args.select_rm:
+        start = time.perf_counter()
+        record = {"seeds": args.seeds, "num_pairs": args.num_pairs, "rm_batch": RM_BATCH,
+                  "selection": [select_recipe(seed, args.num_pairs) for seed in args.seeds],
+                  "wall_s": round(time.perf_counter() - start, 1), "torch": torch.__version__,
+                  "command": "python benchmarks/overoptimisation.py --select-rm --seeds " + " ".join(map(str, args.seeds))
+                             + f" --num-pairs {args.num_pairs} --name {args.name} --save"}
+        if args.save:
+            from rlbook.config import BENCHMARK_RESULTS
+
+            (BENCHMARK_RESULTS / f"{args.name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        return record
     start, rows = time.perf_counter(), []
     for seed in args.seeds:
-        rows.append(one_seed(seed, args.small, args.num_pairs, args.rm_steps, args.kl_coef))
+        rows.append(one_seed(seed, args.small, args.num_pairs, args.rm_steps, args.kl_coef, args.rm_lr))
         _print_seed(rows[-1])
     table = {}
     if len(rows) >= 2:
@@ -365,13 +513,13 @@ def main(argv=None) -> dict:
     print(f"total {wall:.0f} s")
     record = {"seeds": args.seeds, "small": args.small, "runs": rows, "table": table, "wall_s": round(wall, 1),
               "settings": dict(length_coef=LENGTH_COEF, max_new_tokens=MAX_NEW, label_temperature=LABEL_TEMPERATURE,
-                               num_pairs=args.num_pairs, num_test_pairs=NUM_TEST_PAIRS, rm_steps=args.rm_steps, rm_lr=RM_LR,
+                               num_pairs=args.num_pairs, num_test_pairs=NUM_TEST_PAIRS, rm_steps=args.rm_steps, rm_lr=args.rm_lr,
                                rm_batch=RM_BATCH, bon_samples=BON_SAMPLES, rl_lr=RL_LR, kl_coef=args.kl_coef,
                                **(SMALL if args.small else dict(rl_steps=RL_STEPS, eval_steps=EVAL_STEPS,
                                                                bon_prompts=BON_PROMPTS, eval_prompts=EVAL_PROMPTS))),
               "torch": torch.__version__,
               "command": "python benchmarks/overoptimisation.py --seeds " + " ".join(map(str, args.seeds))
-                         + (" --small" if args.small else "") + f" --num-pairs {args.num_pairs} --rm-steps {args.rm_steps} --kl-coef {args.kl_coef} --name {args.name} --save"}
+                         + (" --small" if args.small else "") + f" --num-pairs {args.num_pairs} --rm-steps {args.rm_steps} --rm-lr {args.rm_lr:g} --kl-coef {args.kl_coef} --name {args.name} --save"}
     if args.save:
         from rlbook.config import BENCHMARK_RESULTS
 
