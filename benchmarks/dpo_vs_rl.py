@@ -22,12 +22,24 @@ Setting (every seed s; everything of seed s is shared by the four methods, so th
   two minibatches, k3 penalty β = ``RL_KL_COEF`` to π_sft, lr ``RL_LR``, ``RL_STEPS`` steps).
 * ``rl_gold``: the same GRPO on the gold reward r* itself: no comparisons, an oracle's reward (the
   ceiling a learned reward aims at, not a method with the same budget).
+* ``rl_implicit_reward``: the same GRPO against offline DPO's implicit reward log π_dpo/π_sft (the
+  offline-DPO policy of the same seed read as a reward model, Rafailov et al. 2023 §5): RL on the
+  best reward the same 256 comparisons gave, to separate "RL against a learned reward" from "this
+  reward model".
+* ``rm_curve`` (no RL): ``rl_reward_model``'s reward model trained on to ``RM_CURVE_STEPS`` updates, with
+  its accuracy on its training pairs and on the held-out pairs and its held-out loss at each: whether
+  training it to convergence gives a better reward (it does not: it over-fits).
 
 Evaluation (sampling seed fixed, the same for every policy): ``EVAL_PROMPTS`` held-out prompts × 8
 samples: mean gold reward, accuracy, length, KL(π‖π_sft) (mean of Σ_t log π/π_sft over the samples);
 and preference accuracy on ``NUM_TEST_PAIRS`` held-out labelled pairs of π_sft's samples: the share of
 pairs whose label the policy's implicit reward log π(y|x) − log π_sft(y|x) orders the same way (the
 reward model's own score for ``rl_reward_model`` too; 0.5 for π_sft by definition, ties counted half).
+
+Per seed, ``pairs`` records the ceiling of preference accuracy (the share of held-out pairs the gold reward r*
+itself orders as labelled: Bradley–Terry labels at T = 0.25 flip some pairs, and ties count half) and the
+share of identical pairs (the same completion twice: its label is a coin flip) among the training and the
+held-out pairs.
 
 Across seeds: the mean of each metric with its 95 % t-interval, and paired comparisons
 (``rl.compare``) of every pair of methods on the gold reward.
@@ -53,9 +65,10 @@ BUDGET, NUM_TEST_PAIRS = 256, 400
 DPO_BETA, DPO_STEPS, DPO_BATCH, DPO_LR = 0.1, 48, 32, 1e-4
 ROUNDS = 4
 RM_STEPS, RM_LR, RM_BATCH = 40, 1e-4, 32
+RM_CURVE_STEPS = (40, 80, 160, 320)
 RL_STEPS, RL_LR, RL_KL_COEF = 16, 1e-4, 0.04
 EVAL_PROMPTS, EVAL_SAMPLES = 100, 8
-METHODS = ("offline_dpo", "online_dpo", "rl_reward_model", "rl_gold")
+METHODS = ("offline_dpo", "online_dpo", "rl_reward_model", "rl_gold", "rl_implicit_reward")
 METRICS = ("gold", "correct", "length", "kl", "preference_accuracy")
 
 
@@ -72,6 +85,30 @@ class GoldRewardTask:
 
     def reward(self, prompt, completion):
         return self.gold(prompt, completion)
+
+
+class ImplicitRewardTask:
+    """The task with its reward replaced by offline DPO's implicit reward (for ``rl_implicit_reward``).
+
+    ``score(prompts, completions)`` is :func:`implicit_scorer` of the offline-DPO policy:
+    log π_dpo(o|q) − log π_sft(o|q), Rafailov et al. 2023's implicit reward up to the factor β (GRPO's
+    group-normalised advantages do not see a positive factor). A completion cut at ``MAX_NEW`` tokens is
+    scored as if it ended there (rare here: answers are about six tokens).
+    """
+
+    def __init__(self, task, score):
+        self.task, self.score = task, score
+
+    def __getattr__(self, name):
+        if name in ("task", "score"):
+            raise AttributeError(name)
+        return getattr(self.task, name)
+
+    def reward_batch(self, prompts, completions):
+        return self.score(list(prompts), list(completions))
+
+    def reward(self, prompt, completion):
+        return float(self.score([prompt], [completion])[0])
 
 
 def setup(seed: int):
@@ -173,12 +210,64 @@ def evaluate(policy, sft, tok, task, gold, problems, test_pairs, score=None) -> 
             "samples": [{"prompt": p, "completion": o} for p, o in list(zip(prompts, out.texts))[:64:8]]}
 
 
+def rl_on_reward_model(sft, tok, task, gold, problems, train, test, seed: int, rm_steps: int, rm_lr: float) -> dict:
+    """Fit a reward model on ``train`` (``rm_steps`` AdamW updates at ``rm_lr``), then GRPO against it; evaluated.
+
+    Besides :func:`evaluate`'s metrics (preference accuracy by the reward model's own score), it returns
+    ``policy_preference_accuracy`` (the trained policy's implicit reward) and ``rm_train_accuracy`` (the
+    share of its own training pairs the reward model orders as labelled: how far it fit them).
+    """
+    import rlbook as rl
+    from rlbook.lm.preference_task import proxy_rewards
+
+    rm = rl.lm.build_reward_model(sft, seed=seed)
+    rl.lm.train_reward_model(rm, tok, train.prompts, strip_eos(train.chosen), strip_eos(train.rejected),
+                             rl.lm.RewardModelConfig(num_steps=rm_steps, batch_size=RM_BATCH, lr=rm_lr, seed=seed), progress=False)
+    rm.requires_grad_(False).eval()
+    policy = copy.deepcopy(sft).requires_grad_(True)
+    rl.train_grpo(policy, tok, task, grpo_config(seed, reward_source="reward_model"), progress=False, reward_model=rm)
+    rm_score = lambda prompts, completions: proxy_rewards(rm, tok, prompts, completions).double().numpy()  # noqa: E731
+    result = evaluate(policy, sft, tok, task, gold, problems, test, score=rm_score)
+    result["policy_preference_accuracy"] = preference_accuracy(implicit_scorer(policy, sft, tok), tok, test)
+    result["rm_train_accuracy"] = preference_accuracy(rm_score, tok, train)
+    return result
+
+
+def reward_model_curve(sft, tok, train, test, seed: int) -> dict:
+    """The reward model of ``rl_reward_model`` trained on past its 40 updates: accuracy on its own training pairs
+    and on the held-out pairs, and the held-out Bradley–Terry loss, after each of ``RM_CURVE_STEPS`` updates.
+
+    The first point repeats ``rl_reward_model``'s reward model exactly (same seed, same 40 updates); each
+    later stretch draws its minibatches from its own seed.
+    """
+    import torch
+
+    import rlbook as rl
+    from rlbook.lm.preference_task import proxy_rewards
+
+    rm = rl.lm.build_reward_model(sft, seed=seed)
+    score = lambda prompts, completions: proxy_rewards(rm, tok, prompts, completions).double().numpy()  # noqa: E731
+    curve, done = {"steps": [], "train_accuracy": [], "test_accuracy": [], "test_loss": []}, 0
+    for k, steps in enumerate(RM_CURVE_STEPS):
+        rl.lm.train_reward_model(rm, tok, train.prompts, strip_eos(train.chosen), strip_eos(train.rejected),
+                                 rl.lm.RewardModelConfig(num_steps=steps - done, batch_size=RM_BATCH, lr=RM_LR,
+                                                         seed=seed + 1000 * k), progress=False)
+        done = steps
+        rm.eval()
+        with torch.no_grad():
+            margin = score(test.prompts, test.chosen) - score(test.prompts, test.rejected)
+        curve["steps"].append(steps)
+        curve["train_accuracy"].append(preference_accuracy(score, tok, train))
+        curve["test_accuracy"].append(preference_accuracy(score, tok, test))
+        curve["test_loss"].append(float(np.mean(np.logaddexp(0.0, -margin))))  # −log σ(margin), stably
+    return curve
+
+
 def one_seed(seed: int) -> dict:
     import torch
 
     import rlbook as rl
     from rlbook.algos.dpo import train_dpo, train_online_dpo
-    from rlbook.lm.preference_task import proxy_rewards
 
     start = time.perf_counter()
     task, tok, gold, sft = setup(seed)
@@ -187,6 +276,10 @@ def one_seed(seed: int) -> dict:
     test = labelled_pairs(sft, tok, task, gold, NUM_TEST_PAIRS, generator, "held_out")
     problems = task.held_out_problems(EVAL_PROMPTS)
     results, wall, histories = {"sft": evaluate(sft, sft, tok, task, gold, problems, test)}, {}, {}
+    gold_score = lambda prompts, completions: np.asarray(gold.batch(prompts, completions), dtype=np.float64)  # noqa: E731
+    pairs = {"gold_preference_accuracy": preference_accuracy(gold_score, tok, test),  # the ceiling: r* itself orders them
+             "identical_train": float(np.mean([a == b for a, b in zip(train.chosen, train.rejected)])),
+             "identical_test": float(np.mean([a == b for a, b in zip(test.chosen, test.rejected)]))}
 
     t = time.perf_counter()
     policy = copy.deepcopy(sft).requires_grad_(True)
@@ -194,6 +287,7 @@ def one_seed(seed: int) -> dict:
                   dpo_config(seed, DPO_STEPS), progress=False)
     histories["offline_dpo"] = {k: h[k].tolist() for k in ("loss", "reward_accuracy", "chosen_log_prob", "rejected_log_prob")}
     results["offline_dpo"], wall["offline_dpo"] = evaluate(policy, sft, tok, task, gold, problems, test), time.perf_counter() - t
+    dpo_policy = policy.eval().requires_grad_(False)  # its implicit reward is rl_implicit_reward's reward model
 
     t = time.perf_counter()
     policy = copy.deepcopy(sft).requires_grad_(True)
@@ -204,23 +298,30 @@ def one_seed(seed: int) -> dict:
     results["online_dpo"], wall["online_dpo"] = evaluate(policy, sft, tok, task, gold, problems, test), time.perf_counter() - t
 
     t = time.perf_counter()
-    rm = rl.lm.build_reward_model(sft, seed=seed)
-    rl.lm.train_reward_model(rm, tok, train.prompts, strip_eos(train.chosen), strip_eos(train.rejected),
-                             rl.lm.RewardModelConfig(num_steps=RM_STEPS, batch_size=RM_BATCH, lr=RM_LR, seed=seed), progress=False)
-    rm.requires_grad_(False).eval()
-    policy = copy.deepcopy(sft).requires_grad_(True)
-    rl.train_grpo(policy, tok, task, grpo_config(seed, reward_source="reward_model"), progress=False, reward_model=rm)
-    rm_score = lambda prompts, completions: proxy_rewards(rm, tok, prompts, completions).double().numpy()  # noqa: E731
-    results["rl_reward_model"] = evaluate(policy, sft, tok, task, gold, problems, test, score=rm_score)
-    results["rl_reward_model"]["policy_preference_accuracy"] = preference_accuracy(implicit_scorer(policy, sft, tok), tok, test)
+    results["rl_reward_model"] = rl_on_reward_model(sft, tok, task, gold, problems, train, test, seed, RM_STEPS, RM_LR)
     wall["rl_reward_model"] = time.perf_counter() - t
 
     t = time.perf_counter()
     policy = copy.deepcopy(sft).requires_grad_(True)
     rl.train_grpo(policy, tok, GoldRewardTask(task, gold), grpo_config(seed), progress=False)
     results["rl_gold"], wall["rl_gold"] = evaluate(policy, sft, tok, task, gold, problems, test), time.perf_counter() - t
+
+    # added later, and run last so that the four arms above repeat the runs stored before them
+    t = time.perf_counter()
+    policy = copy.deepcopy(sft).requires_grad_(True)
+    rl.train_grpo(policy, tok, ImplicitRewardTask(task, implicit_scorer(dpo_policy, sft, tok)), grpo_config(seed),
+                  progress=False)
+    results["rl_implicit_reward"] = evaluate(policy, sft, tok, task, gold, problems, test,
+                                             score=implicit_scorer(dpo_policy, sft, tok))
+    results["rl_implicit_reward"]["policy_preference_accuracy"] = preference_accuracy(implicit_scorer(policy, sft, tok), tok, test)
+    wall["rl_implicit_reward"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    rm_curve = reward_model_curve(sft, tok, train, test, seed)
+    wall["rm_curve"] = time.perf_counter() - t
     wall["total"] = time.perf_counter() - start
-    return {"seed": seed, "results": results, "histories": histories, "wall_s": {k: round(v, 1) for k, v in wall.items()}}
+    return {"seed": seed, "results": results, "histories": histories, "rm_curve": rm_curve, "pairs": pairs,
+            "wall_s": {k: round(v, 1) for k, v in wall.items()}}
 
 
 def main(argv=None) -> dict:
@@ -254,13 +355,19 @@ def main(argv=None) -> dict:
                 comparisons[f"{b} - {a}"] = {"mean_diff": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
                                              "verdict": c.verdict, "n": c.n}
                 print("gold: " + str(c))
+        for key in ("gold_preference_accuracy", "identical_train", "identical_test"):
+            print(f"{key}: {rl.mean_ci([r['pairs'][key] for r in rows])[0]:.3f}")
+        for k, steps in enumerate(RM_CURVE_STEPS):
+            print(f"reward model after {steps:>3} updates: " + "; ".join(
+                f"{key} {rl.mean_ci([r['rm_curve'][key][k] for r in rows])[0]:.3f}"
+                for key in ("train_accuracy", "test_accuracy", "test_loss")))
     wall = time.perf_counter() - start
     print(f"total {wall:.0f} s")
     record = {"seeds": args.seeds, "runs": rows, "table": table, "comparisons_gold": comparisons, "wall_s": round(wall, 1),
               "settings": dict(length_coef=LENGTH_COEF, max_new_tokens=MAX_NEW, label_temperature=LABEL_TEMPERATURE,
                                budget=BUDGET, num_test_pairs=NUM_TEST_PAIRS, dpo_beta=DPO_BETA, dpo_steps=DPO_STEPS,
                                dpo_batch=DPO_BATCH, dpo_lr=DPO_LR, rounds=ROUNDS, rm_steps=RM_STEPS, rm_lr=RM_LR,
-                               rm_batch=RM_BATCH, rl_steps=RL_STEPS, rl_lr=RL_LR, rl_kl_coef=RL_KL_COEF,
+                               rm_batch=RM_BATCH, rm_curve_steps=list(RM_CURVE_STEPS), rl_steps=RL_STEPS, rl_lr=RL_LR, rl_kl_coef=RL_KL_COEF,
                                eval_prompts=EVAL_PROMPTS, eval_samples=EVAL_SAMPLES),
               "torch": torch.__version__, "machine": platform.machine(),
               "command": "python benchmarks/dpo_vs_rl.py --seeds " + " ".join(map(str, args.seeds)) + " --save"}
