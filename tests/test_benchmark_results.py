@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import rlbook as rl
 
 SHIPPED = {  # file: (key of the per-method table, methods a chapter reads, per-seed fields)
-    "cartpole": ("algos", ["reinforce", "trpo", "ppo"], ["steps_to_475", "wall_s"]),
+    "cartpole": ("algos", ["reinforce", "trpo", "trpo_tuned", "ppo"], ["steps_to_475", "wall_s"]),
     "cartpole_reinforce": ("variants", ["vanilla", "rtg+mean", "default", "default-n1"],
                            ["steps_to_475", "wall_s", "lowest_after_475"]),
     "grpo_passes": ("runs", ["mu1_b0", "mu4_b004"], ["mean_reward", "final_reward", "final_kl", "clip_fraction"]),
@@ -54,7 +55,7 @@ def test_cartpole_reinforce_lowest_after_475_is_recorded_exactly_for_the_runs_th
 
 
 @pytest.mark.parametrize("name, methods, fields", [
-    ("dpo_vs_rl", ["sft", "offline_dpo", "online_dpo", "rl_reward_model", "rl_gold"],
+    ("dpo_vs_rl", ["sft", "offline_dpo", "online_dpo", "rl_reward_model", "rl_gold", "rl_implicit_reward"],
      ["gold", "correct", "length", "kl", "preference_accuracy"]),
 ])
 def test_part_v_comparison_keeps_every_paired_seed_and_its_table_follows_from_them(name, methods, fields):
@@ -75,14 +76,48 @@ def test_part_v_comparison_keeps_every_paired_seed_and_its_table_follows_from_th
         assert (c.mean_diff, c.ci_low, c.ci_high) == pytest.approx((stored["mean_diff"], stored["ci_low"], stored["ci_high"]), abs=1e-12)
 
 
-def test_overoptimisation_keeps_ten_seeds_of_curves():
-    saved = rl.benchmark_results("overoptimisation")
+def test_preference_family_keeps_every_sweep_point_on_dpo_vs_rls_paired_seeds():
+    """Chapter 13 (§13.4) interpolates each method's sweep at a common KL and compares on paired seeds: the
+    seeds of dpo_vs_rl in order, every sweep point of the stored settings on every seed, in the settings'
+    order, with finite metrics; the supervised model at KL 0 with preference accuracy 0.5 by definition."""
+    saved = rl.benchmark_results("preference_family")
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and [r["seed"] for r in saved["runs"]] == seeds == rl.benchmark_results("dpo_vs_rl")["seeds"]
+    assert saved["command"].startswith("python benchmarks/preference_family.py") and "--save" in saved["command"]
+    fields = ["gold", "correct", "length", "kl", "preference_accuracy"]
+    for run in saved["runs"]:
+        assert run["results"]["sft"]["kl"] == 0.0 and run["results"]["sft"]["preference_accuracy"] == 0.5
+        for method, sweep in saved["settings"]["sweeps"].items():
+            points = run["results"][method]
+            assert [p["value"] for p in points] == sweep["values"], (run["seed"], method)
+            assert all(math.isfinite(p[k]) for p in points for k in fields), (run["seed"], method)
+            assert all(0 <= p["correct"] <= 1 and 0 <= p["preference_accuracy"] <= 1 for p in points), (run["seed"], method)
+
+
+@pytest.mark.parametrize("name", ["overoptimisation", "overoptimisation_fitted"])
+def test_overoptimisation_keeps_ten_seeds_of_curves(name):
+    saved = rl.benchmark_results(name)
     assert saved["seeds"] == list(range(10)) and [r["seed"] for r in saved["runs"]] == saved["seeds"]
     for r in saved["runs"]:
         for name in ("best_of_n", "rl"):
             curve = r[name]
             assert len(curve["d"]) == len(curve["gold"]) == len(curve["proxy"]) >= 10
             assert all(math.isfinite(x) for x in curve["gold"] + curve["proxy"] + curve["d"])
+
+
+@pytest.mark.parametrize("name", ["overoptimisation", "overoptimisation_fitted"])
+def test_overoptimisation_best_of_n_kl_is_exact_below_the_bound_and_grows_with_n(name):
+    """Best-of-N's stored ``kl`` is the exact KL over each prompt's empirical samples, not the bound (12.9):
+    0 at N = 1, never above log N − (N−1)/N, non-decreasing in N, and d = √kl."""
+    for r in rl.benchmark_results(name)["runs"]:
+        curve = r["best_of_n"]
+        kl, bound = curve["kl"], curve["kl_bound"]
+        assert curve["n"][0] == 1 and kl[0] == pytest.approx(0.0, abs=1e-9)
+        assert bound == pytest.approx([math.log(n) - (n - 1) / n for n in curve["n"]], abs=1e-12)
+        assert all(k <= b + 1e-9 for k, b in zip(kl, bound)), (r["seed"], kl)
+        assert all(b >= a - 1e-12 for a, b in zip(kl, kl[1:])), (r["seed"], kl)
+        assert kl[-1] < bound[-1]  # a finite sample set: strictly below at N = 64
+        assert curve["d"] == pytest.approx([math.sqrt(max(k, 0.0)) for k in kl], abs=1e-12)
 
 
 def test_mismatch_training_keeps_every_paired_seed_and_its_table_follows_from_them():
@@ -275,3 +310,46 @@ def test_spurious_rewards_keeps_ten_paired_seeds_and_its_table_follows_from_them
             assert all(0 <= r["mean_clip_fraction"] <= 1 and len(r["curves"]["entropy"]) == r["steps"] for r in runs)
     by = {c: {r["seed"]: r for r in saved["runs"] if r["condition"] == c} for c in ("random_reward", "random_reward_mu4")}
     assert all(by["random_reward_mu4"][s]["mean_clip_fraction"] > by["random_reward"][s]["mean_clip_fraction"] for s in seeds)
+
+
+def test_answer_entropy_keeps_every_paired_seed_and_its_table_follows_from_them():
+    """Chapter 10's entropy paragraph splits the trained policies' entropy by position: the three conditions on
+    the same ten seeds, entropies finite and non-negative, shares in [0, 1], the per-token mean between the
+    answer's and the working's means whenever both exist, and the stored table recomputed from the runs."""
+    saved = rl.benchmark_results("answer_entropy")
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and saved["command"].startswith("python benchmarks/answer_entropy.py") and "--save" in saved["command"]
+    for condition in saved["conditions"]:
+        runs = [r for r in saved["runs"] if r["condition"] == condition]
+        assert [r["seed"] for r in runs] == seeds, condition
+        for r in runs:
+            assert all(math.isfinite(r[k]) and r[k] >= 0 for k in ("entropy_token_mean", "entropy_answer", "entropy_working",
+                                                                   "entropy_answer_sum")), (condition, r["seed"])
+            assert 0 <= r["worked_share"] <= 1 and 0 <= r["pass@1"] <= 1
+            low, high = sorted((r["entropy_answer"], r["entropy_working"]))
+            assert low - 1e-9 <= r["entropy_token_mean"] <= high + 1e-9 or r["ended_share"] < 1, (condition, r["seed"])
+        for key, cell in saved["table"][condition].items():
+            assert cell == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12), (condition, key)
+
+
+def test_dpo_vs_rl_reward_model_curve_and_pair_ceiling_are_consistent():
+    """Chapter 13 reads the reward model trained on past its 40 updates and the pairs' ceiling: the curve's first
+    point is rl_reward_model's own reward model (same held-out accuracy), steps increase, accuracies are shares,
+    and the gold reward's own preference accuracy (the ceiling) is above every learned scorer's mean but below 1."""
+    saved = rl.benchmark_results("dpo_vs_rl")
+    steps = saved["settings"]["rm_curve_steps"]
+    assert steps[0] == saved["settings"]["rm_steps"] and steps == sorted(set(steps))
+    for r in saved["runs"]:
+        curve = r["rm_curve"]
+        assert curve["steps"] == steps
+        assert curve["test_accuracy"][0] == pytest.approx(r["results"]["rl_reward_model"]["preference_accuracy"], abs=1e-12)
+        assert curve["train_accuracy"][0] == pytest.approx(r["results"]["rl_reward_model"]["rm_train_accuracy"], abs=1e-12)
+        assert all(0 <= a <= 1 for a in curve["train_accuracy"] + curve["test_accuracy"])
+        assert all(math.isfinite(x) and x > 0 for x in curve["test_loss"])
+        assert 0 <= r["pairs"]["identical_train"] < 0.5 and 0 <= r["pairs"]["identical_test"] < 0.5
+        # rl_implicit_reward is scored by offline DPO's implicit reward: the same preference accuracy
+        assert r["results"]["rl_implicit_reward"]["preference_accuracy"] == r["results"]["offline_dpo"]["preference_accuracy"]
+    ceiling = np.mean([r["pairs"]["gold_preference_accuracy"] for r in saved["runs"]])
+    assert ceiling < 1
+    for method in ("offline_dpo", "online_dpo", "rl_reward_model"):
+        assert np.mean([r["results"][method]["preference_accuracy"] for r in saved["runs"]]) < ceiling, method
