@@ -120,7 +120,11 @@ for answer in ["049", "048", "059", "149", "950"]:
 #
 # and since every $z_n$ sums to zero, so does the gradient: gradient descent never changes
 # $\sum_k \theta_k$. The loss is convex, and strictly convex on the subspace $\sum_k\theta_k = 0$ when the
-# comparison graph is connected, so the maximum-likelihood estimate is unique up to that constant.
+# comparison graph is connected, so the maximum-likelihood estimate is unique up to that constant. It
+# *exists* (is finite) under a stronger condition: the directed graph of wins must be strongly connected,
+# every item beating, through some chain of wins, every other (Zermelo 1929; Ford 1957). If some set of
+# items never loses to the rest, raising all their scores together lowers the loss forever. Chapter 13
+# meets exactly this when DPO trains on a finite set of pairs.
 #
 # The library's loss is (12.3) per pair, unreduced:
 
@@ -855,7 +859,8 @@ plt.tight_layout();
 # of the benchmark, from 0.035 to 0.102), on a scale where the right answer is 2.3
 # above the nearest wrong one, and it shrinks as $N$ grows. From $N = 16$ on both have put almost all
 # their mass on the right answer and the gap is below $10^{-4}$. Best-of-$N$ is close to the frontier, as Yang et al. 2024
-# (arXiv:2404.01730) prove it becomes asymptotically, which is why it is so hard for an RL method to
+# (arXiv:2404.01730) prove it becomes asymptotically (as the answers grow long, for a memoryless language
+# model and a linear reward: their assumptions, not this model's), which is why it is so hard for an RL method to
 # clearly improve on it at equal KL. What best-of-$N$ spends is not KL but samples: $N$ of them per
 # answer, at every query.
 
