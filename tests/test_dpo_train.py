@@ -90,6 +90,35 @@ def test_each_loss_type_is_the_library_loss():
         preference_loss(lp, None, lengths, DPOConfig(loss_type="ipo"))
 
 
+def test_each_loss_type_logs_the_margin_of_the_reward_it_ranks_by():
+    """``reward_margin`` / ``reward_accuracy`` use each loss's own reward, written out by hand in float64: DPO's
+    β·log-ratio, IPO's per-token log-ratio, SimPO's β·mean log-prob, ORPO's log odds of the mean probability."""
+    from rlbook.algos.dpo import implicit_reward_of_loss
+
+    lp = -torch.rand(6, dtype=torch.float64) * 5 - 0.1
+    ref = -torch.rand(6, dtype=torch.float64) * 5 - 0.1
+    lengths = torch.tensor([2, 3, 4, 1, 5, 2])
+    L = lengths.double()
+    p = torch.exp(lp / L)
+    want = {"sigmoid": 0.3 * (lp - ref), "ipo": (lp - ref) / L, "simpo": 0.3 * lp / L, "orpo": torch.log(p / (1 - p))}
+    for loss_type, reward in want.items():
+        config = DPOConfig(loss_type=loss_type, beta=0.3)
+        got = implicit_reward_of_loss(lp, ref if loss_type in ("sigmoid", "ipo") else None, lengths, config)
+        assert torch.allclose(got, reward, atol=1e-12), loss_type
+    with pytest.raises(ValueError, match="ref_log_probs"):
+        implicit_reward_of_loss(lp, None, lengths, DPOConfig(loss_type="sigmoid"))
+    # through dpo_step: SimPO's logged margin is β·(mean log-prob of y_w − of y_l), not β·(sum − sum)
+    policy = _model(0)
+    batch = encode_preference_pairs(TOK, PROMPTS, CHOSEN, REJECTED)
+    with torch.no_grad():
+        seq = sequence_log_probs(policy, **batch)
+    n = batch["completion_mask"].sum(-1).double()
+    metrics = dpo_step(policy, torch.optim.SGD(policy.parameters(), lr=0.0), batch, None, DPOConfig(loss_type="simpo", beta=0.3))
+    by_hand = 0.3 * (seq[:3] / n[:3] - seq[3:] / n[3:])
+    assert abs(metrics["reward_margin"] - by_hand.mean().item()) < 1e-12
+    assert metrics["reward_accuracy"] == pytest.approx((by_hand > 0).double().mean().item())
+
+
 def _length_pairs(n, seed):
     g = torch.Generator().manual_seed(seed)
     problems = rl.lm.AdditionTask().sample_problems(n, g)

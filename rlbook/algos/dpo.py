@@ -37,7 +37,7 @@ from rlbook.algos._progress import close_progress
 from rlbook.config import get_device
 from rlbook.history import History
 from rlbook.lm.dpo import encode_preference_pairs, sequence_log_probs
-from rlbook.preferences import dpo_loss, ipo_loss, orpo_loss, simpo_loss
+from rlbook.preferences import _log_odds, dpo_loss, ipo_loss, orpo_loss, simpo_loss
 
 __all__ = ["DPO_LOSSES", "DPOConfig", "preference_loss", "dpo_step", "train_dpo", "train_online_dpo"]
 
@@ -134,6 +134,40 @@ def preference_loss(log_probs, ref_log_probs, lengths, config: DPOConfig) -> tor
                    lengths[half:], config)
 
 
+def implicit_reward_of_loss(log_probs, ref_log_probs, lengths, config: DPOConfig) -> torch.Tensor:
+    """The reward each ``loss_type`` implicitly ranks by, per row: what ``reward_margin`` is a margin of.
+
+    ======== ===================================================== ====================================
+    sigmoid  β·(log π_θ(y|x) − log π_ref(y|x))                       Rafailov et al. 2023, eq. 5
+    ipo      (log π_θ(y|x) − log π_ref(y|x)) / |y|                   the per-token log-ratio (13.5's h̄)
+    simpo    β·log π_θ(y|x) / |y|                                    Meng, Xia & Chen 2024, eq. 4
+    orpo     log odds of p = exp(log π_θ(y|x) / |y|): log p − log(1 − p)   Hong, Lee & Thorne 2024, eq. 5
+    ======== ===================================================== ====================================
+
+    Args:
+        log_probs: (2B,) log π_θ(y|x), nats (sums over the response tokens).
+        ref_log_probs: (2B,) log π_ref(y|x), or None for the reference-free losses.
+        lengths: (2B,) response token counts (≥ 1).
+        config: a :class:`DPOConfig`.
+    Returns:
+        (2B,) rewards, same dtype as ``log_probs``.
+    Raises:
+        ValueError: ``ref_log_probs`` missing for a loss that needs π_ref.
+    """
+    _, needs_ref = DPO_LOSSES[config.loss_type]
+    if ref_log_probs is None and needs_ref:
+        raise ValueError(f"`ref_log_probs` is required for loss_type={config.loss_type!r}")
+    lengths = lengths.to(log_probs.dtype)
+    if config.loss_type == "sigmoid":
+        return config.beta * (log_probs - ref_log_probs)
+    if config.loss_type == "ipo":
+        return (log_probs - ref_log_probs) / lengths
+    mean_log_prob = log_probs / lengths
+    if config.loss_type == "simpo":
+        return config.beta * mean_log_prob
+    return _log_odds(mean_log_prob)  # orpo: the log odds of the per-token mean probability
+
+
 def dpo_step(policy, optimizer, batch: dict, ref_log_probs, config: DPOConfig) -> dict:
     """One update: zero_grad → score the 2B rows → mean per-pair loss → backward → clip → step.
 
@@ -145,7 +179,8 @@ def dpo_step(policy, optimizer, batch: dict, ref_log_probs, config: DPOConfig) -
         config: a :class:`DPOConfig`.
     Returns:
         dict of floats measured before the step: ``loss``, ``reward_accuracy`` and ``reward_margin``
-        (implicit rewards β·(log π − log π_ref); β·log π for the reference-free losses),
+        (of the reward the loss ranks by, :func:`implicit_reward_of_loss`: β·(log π − log π_ref) for
+        DPO, the per-token log-ratio for IPO, β·log π/|y| for SimPO, the log odds for ORPO),
         ``chosen_log_prob`` and ``rejected_log_prob`` (batch means, nats), ``grad_norm``.
     Raises:
         ValueError: as :func:`preference_loss`.
@@ -159,7 +194,7 @@ def dpo_step(policy, optimizer, batch: dict, ref_log_probs, config: DPOConfig) -
     optimizer.step()
     with torch.no_grad():
         half = log_probs.shape[0] // 2
-        implicit = config.beta * (log_probs - (0.0 if ref_log_probs is None else ref_log_probs))
+        implicit = implicit_reward_of_loss(log_probs, ref_log_probs, lengths, config)
         margin = implicit[:half] - implicit[half:]
         return {"loss": loss.item(), "reward_accuracy": (margin > 0).float().mean().item(),
                 "reward_margin": margin.mean().item(), "chosen_log_prob": log_probs[:half].mean().item(),
