@@ -1230,8 +1230,9 @@ def test_dpo_preference_loss_is_the_closed_form_at_known_log_probs(loss_type):
 
 @pytest.mark.parametrize("loss_type", ["sigmoid", "simpo"])
 def test_dpo_step_logs_the_implicit_reward_margin_at_beta(loss_type):
-    """The logged margin and accuracy are of the implicit rewards β·(log π − log π_ref) (β·log π for
-    the reference-free losses) at the configured β, the log-probs recomputed here."""
+    """The logged margin and accuracy are of the reward each loss ranks by at the configured β, the
+    log-probs recomputed here: β·(log π − log π_ref) for DPO, β·log π/|y| for SimPO (its length-normalised
+    reward, Meng, Xia & Chen 2024, eq. 4)."""
     policy, ref_model = tiny(seed=0), tiny(seed=1)
     batch = encode_preference_pairs(TOK, PAIR_PROMPTS, PAIR_CHOSEN, PAIR_REJECTED)
     with torch.no_grad():
@@ -1240,9 +1241,10 @@ def test_dpo_step_logs_the_implicit_reward_margin_at_beta(loss_type):
     config = DPOConfig(loss_type=loss_type, beta=0.7, max_grad_norm=1e9)
     metrics = dpo_step(policy, torch.optim.SGD(policy.parameters(), lr=0.0), batch,
                        ref if loss_type == "sigmoid" else None, config)
-    implicit = 0.7 * (lp - ref if loss_type == "sigmoid" else lp)
+    lengths = batch["completion_mask"].sum(-1).to(lp.dtype)
+    implicit = 0.7 * (lp - ref if loss_type == "sigmoid" else lp / lengths)
     margin = implicit[:8] - implicit[8:]
-    assert abs(float(margin.mean())) > 1e-2  # β changes the logged margin
+    assert abs(float(margin.mean())) > 1e-3  # β changes the logged margin
     assert metrics["reward_margin"] == pytest.approx(float(margin.mean()), rel=1e-9)
     assert metrics["reward_accuracy"] == float((margin > 0).double().mean())
     assert metrics["chosen_log_prob"] == pytest.approx(float(lp[:8].mean()), rel=1e-9)
