@@ -825,8 +825,7 @@ rl.claim("beats online DPO by a wide margin", comparisons["rl_gold", "online_dpo
 # two questions of it. First, would more training give a better reward? Trained on past its 40 updates
 # to 320, it fits its own pairs ever better, from about 0.64 of them to about 0.89, while on the held-out
 # pairs its accuracy shows no difference detected at this scale between 40 and 320 updates and its
-# held-out loss rises: it over-fits rather than under-fits, and the 40 updates used above are near the
-# best this recipe reaches on 256 pairs (the figure). For scale: $r^*$ itself orders only about 0.80 of
+# held-out loss rises: it over-fits rather than under-fits (the figure). For scale: $r^*$ itself orders only about 0.80 of
 # the held-out pairs as labelled, since the labels are Bradley–Terry draws at $T = 0.25$ and about one
 # pair in ten shows the same answer twice, a coin flip. Offline DPO's implicit reward, from the same 256
 # comparisons, orders the held-out pairs better than the reward model does, about 0.69 against about
@@ -835,16 +834,17 @@ rl.claim("beats online DPO by a wide margin", comparisons["rl_gold", "online_dpo
 # Second, what does RL make of that reward? `rl_implicit_reward` runs the same GRPO against offline
 # DPO's implicit reward. It beats RL on the reward model, yet offline DPO still beats RL on the implicit
 # reward, and against the supervised model RL on the implicit reward shows no difference detected at
-# this scale. It moves as far from the supervised model as offline DPO does (no difference detected in
-# KL), but to shorter answers than offline DPO's, with an accuracy below both offline DPO's and the
+# this scale. Its KL from the supervised model against offline DPO's: no difference detected in KL. It
+# goes to shorter answers than offline DPO's, with an accuracy below both offline DPO's and the
 # supervised model's. Ordering held-out pairs well is not enough: those pairs are the *supervised model's*
 # answers, and RL leaves them, to answers no pair showed (§13.2's "every answer must appear in some pair")
 # where the implicit reward is wrong in ways RL finds. (Lin et al. 2024, arXiv:2409.03650, and Razin et al.
 # 2025, arXiv:2507.07981, report implicit rewards generalising worse than explicit reward models under
 # such shifts, on large models.) So on this task and budget the ranking is not an artefact of one weak
-# reward model: offline DPO beat RL on both rewards the 256 comparisons gave. What was not run is a larger budget of comparisons, or
-# RL stopped early, at the gold reward's peak (chapter 12 found it peaking early); Xu et al.'s finding
-# of RL ahead comes with large, well-trained reward models and many more comparisons.
+# reward model: offline DPO beat RL on both rewards the 256 comparisons gave. What was not run is a
+# larger budget of comparisons, or RL stopped early, at the gold reward's peak (chapter 12 found it
+# peaking early); Xu et al.'s finding of RL ahead comes with large, well-trained reward models and many
+# more comparisons.
 
 # %%
 rm_curve = {k: np.array([r["rm_curve"][k] for r in runs]) for k in ("train_accuracy", "test_accuracy", "test_loss")}
