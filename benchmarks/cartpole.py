@@ -13,8 +13,6 @@ deterministic given the seed, so the step counts do not depend on machine load; 
     python benchmarks/cartpole.py --algos ppo --stability  # keep training to the budget and report
                                                            # the worst rolling-20 after reaching 475
     python benchmarks/cartpole.py --seeds 0 1 2 3 4 5 6 7 8 9 --save   # and write rlbook/data/cartpole.json
-    python benchmarks/cartpole.py --algos trpo_tuned --seeds 0 1 2 3 4 5 6 7 8 9 --save --merge
-                                                           # add one algorithm, keep the others saved
 
 Prints one row per (algorithm, seed), a median row per algorithm, and as the LAST line one JSON
 object mapping each algorithm to its median env steps to 475 (null if most seeds never got there).
@@ -86,9 +84,6 @@ def main(argv=None) -> dict:
                         help="train to the full budget and report the worst rolling-20 after reaching 475")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for CartPole)")
     parser.add_argument("--save", action="store_true", help="write rlbook/data/cartpole.json (per-seed values)")
-    parser.add_argument("--merge", action="store_true",
-                        help="with --save: keep the saved file's other algorithms (same seeds) and replace or add "
-                             "only these (the results must come from the same machine to stay reproducible)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -123,14 +118,8 @@ def main(argv=None) -> dict:
         from rlbook.config import BENCHMARK_RESULTS
 
         command = ("python benchmarks/cartpole.py --algos " + " ".join(args.algos)
-                   + " --seeds " + " ".join(map(str, args.seeds)) + " --save" + " --merge" * args.merge)
+                   + " --seeds " + " ".join(map(str, args.seeds)) + " --save")
         path = BENCHMARK_RESULTS / "cartpole.json"
-        if args.merge:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-            if saved["seeds"] != args.seeds:
-                parser.error(f"--merge needs the saved file's seeds {saved['seeds']}; got {args.seeds}")
-            per_seed = {**saved["algos"], **per_seed}
-            command = saved["command"] + " && " + command
         record = {"seeds": args.seeds, "threshold": 475, "window": 20, "algos": per_seed, "command": command}
         path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         print(f"saved to {path}")
