@@ -68,14 +68,61 @@ from rlbook.lm.logprobs import completion_log_probs
 from rlbook.lm.model import quiet_weight_progress
 from rlbook.steps import grpo_microbatch_train_step
 
-__all__ = ["TRL_LOSS_TYPES", "require_trl", "trl_loss_type", "to_trl_config", "build_trl_trainer", "trl_loss",
-           "rlbook_grpo_loss"]
+__all__ = ["TRL_LOSS_TYPES", "TRL_FIELDS", "TRL_IS_FIELDS", "require_trl", "trl_loss_type", "to_trl_config",
+           "build_trl_trainer", "trl_loss", "rlbook_grpo_loss"]
 
 TRL_LOSS_TYPES = {
     ("clipped_surrogate", "seq_mean_token_mean"): "grpo",
     ("clipped_surrogate", "token_mean"): "dapo",
     ("clipped_surrogate", "fixed_length_mean"): "dr_grpo",
     ("cispo", "token_mean"): "cispo",
+}
+
+# Every ``trl.GRPOConfig`` field (TRL 1.16) for a concept the book teaches, with what
+# :func:`to_trl_config` sets it from: an rlbook.GRPOConfig field, or the fixed value that matches what
+# rlbook does. to_trl_config sets each one explicitly, so no TRL default decides it (tests/test_bridge.py
+# checks both, and that each name is still a field of trl.GRPOConfig).
+TRL_FIELDS = {
+    "num_generations": "group_size",
+    "per_device_train_batch_size": "prompts_per_step × group_size (TRL counts completions)",
+    "gradient_accumulation_steps": "1 (one optimiser step per generation and pass)",
+    "steps_per_generation": "1 (num_minibatches = 1)",
+    "num_iterations": "num_inner_epochs (μ)",
+    "max_steps": "num_steps × num_inner_epochs (TRL counts optimiser steps)",
+    "learning_rate": "lr",
+    "lr_scheduler_type": "'constant' (rlbook's learning rate is constant)",
+    "weight_decay": "0.0 (rlbook.grpo_optimizer: AdamW without weight decay)",
+    "max_grad_norm": "max_grad_norm",
+    "epsilon": "clip_eps_low",
+    "epsilon_high": "clip_eps_high (None: clip_eps_low); CISPO: 1 + clip_eps_high",
+    "delta": "None: rlbook's clipped surrogate has no cap on the ratio of negative-advantage tokens",
+    "beta": "kl_coef",
+    "use_bias_correction_kl": "False: rlbook's k3 penalty is not multiplied by the ratio",
+    "loss_type": "per_token_loss × loss_aggregation (TRL_LOSS_TYPES)",
+    "importance_sampling_level": "'token': the clipped surrogate's ratio is per token (GSPO is refused)",
+    "scale_rewards": "advantage_estimator: 'grpo' → 'group', 'dr_grpo' → 'none'",
+    "multi_objective_aggregation": "'sum_then_normalize': rlbook adds format_coef × format reward, then normalises",
+    "mask_truncated_completions": "False (overlong_filter is refused)",
+    "sync_ref_model": "False (ref_reset_every is refused)",
+    "off_policy_mask_threshold": "None: rlbook has no off-policy sequence mask",
+    "vllm_importance_sampling_correction": "is_correction != 'none'",
+    "entropy_coef": "entropy_coef",
+    "use_adaptive_entropy": "False: rlbook's entropy coefficient is constant",
+    "top_entropy_quantile": "top_entropy_quantile",
+    "cast_lm_head_to_fp32": "fp32_lm_head",
+    "temperature": "temperature",
+    "top_p": "sampler_top_p",
+    "top_k": "sampler_top_k (None → 0, TRL's 'off')",
+    "max_completion_length": "max_new_tokens",
+    "seed": "seed",
+    "bf16": "False: rlbook trains in float32",
+    "disable_dropout": "True: rlbook's policies have no dropout",
+}
+# the sampler correction's mode and band: set when is_correction is not "none" (else TRL applies none)
+TRL_IS_FIELDS = {
+    "vllm_importance_sampling_mode": "is_correction",
+    "vllm_importance_sampling_clip_max": "is_cap",
+    "vllm_importance_sampling_clip_min": "1 / is_cap for the masks, None for the truncations",
 }
 
 
@@ -166,7 +213,6 @@ _NO_TRL_FIELD = {
     "zero_variance_filter": "TRL's GRPOTrainer does not drop zero-variance groups",
     "retire_pass_rate": "TRL's GRPOTrainer has no prompt retirement",
     "ref_reset_every": "TRL's sync_ref_model mixes π_ref toward π_θ and keeps the optimiser state (not ProRL's hard reset)",
-    "fp32_lm_head": "TRL has no float32-head switch for a float32 model (it is a no-op there anyway)",
     "max_completions": "TRL counts optimiser steps, not generated completions",
     "sampler_temperature": ("TRL applies one temperature both where it samples and where it scores (its "
                             "`temperature`); a sampler temperature the trainer does not apply is not expressible"),
@@ -211,16 +257,39 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
     (None → 0, TRL's "off"): TRL truncates where it samples and scores the full distribution, as
     rlbook's sampler switches do; ``max_grad_norm``; ``format_coef`` → ``reward_weights = [1,
     format_coef]`` (pass the correctness and the format reward, in that order, as
-    ``reward_funcs``); ``entropy_coef`` and ``top_entropy_quantile`` → TRL's fields of the same
-    names (the same bonus, −c·mean token entropy over the tokens the policy term keeps; TRL's
-    quantile keeps the tokens at or above ``torch.quantile(H, 1 − ρ)``, rlbook the ⌈ρ·N⌉ highest,
-    which can differ by a token at the threshold); ``seed``; ``device`` "cpu" → ``use_cpu``.
-    Dropout is disabled and bf16 off (rlbook trains in float32); TRL's GSPO switch
-    ``importance_sampling_level`` stays "token" (rlbook's ratio is per token). The sampler correction: ``is_correction`` "none" →
+    ``reward_funcs``) with ``multi_objective_aggregation="sum_then_normalize"`` (rlbook adds the
+    weighted rewards, then computes the group advantage of the sum; TRL's "normalize_then_sum",
+    GDPO, normalises each reward first); ``entropy_coef`` and ``top_entropy_quantile`` → TRL's
+    fields of the same names (the same bonus, −c·mean token entropy over the tokens the policy term
+    keeps; TRL's quantile keeps the tokens at or above ``torch.quantile(H, 1 − ρ)``, rlbook the
+    ⌈ρ·N⌉ highest, which can differ by a token at the threshold), with
+    ``use_adaptive_entropy=False`` (rlbook's coefficient is constant; Skywork-OR1's adaptive
+    control, He et al. 2025, arXiv:2505.22312, moves it toward a target entropy, and TRL's
+    ``entropy_coef_min``/``_max``/``_delta`` and ``entropy_target`` act only with it on);
+    ``fp32_lm_head`` → ``cast_lm_head_to_fp32`` (the LM head's product in float32, for the policy
+    and the reference model, as ScaleRL, Khatri et al. 2025, arXiv:2510.13786; TRL also stores
+    the head's weights in float32 where rlbook keeps the model's dtype, the same logits for a
+    float32 model; TRL 1.16 supports it only for untied embeddings, see
+    :func:`build_trl_trainer`); ``seed``; ``device`` "cpu" → ``use_cpu``.
+
+    Set to what rlbook does: dropout disabled; ``bf16=False`` (rlbook trains in float32; TRL's
+    default is bf16 mixed precision, refused on a CPU unless ``use_cpu``); activation (gradient)
+    checkpointing off (the same arithmetic, recomputed; TRL's default is on); TRL's GSPO switch
+    ``importance_sampling_level`` stays "token" (rlbook's ratio is per token);
+    ``delta=None`` (INTELLECT-2's two-sided clip, arXiv:2505.07291, caps the unclipped ratio at δ
+    in ``min(ρ·A, clip(ρ)·A)``, which bounds it for negative advantages; rlbook's clipped surrogate
+    has no such cap); ``off_policy_mask_threshold=None`` (DeepSeek-V3.2's off-policy sequence
+    mask, arXiv:2512.02556, eq. 9, which drops negative-advantage sequences whose mean sampler KL
+    exceeds δ; rlbook has none); ``sync_ref_model=False`` and ``mask_truncated_completions=False``
+    (their rlbook settings are refused below). The full list, with the rlbook field each is set
+    from, is ``TRL_FIELDS`` (and ``TRL_IS_FIELDS`` for the sampler correction).
+
+    The sampler correction: ``is_correction`` "none" →
     ``vllm_importance_sampling_correction=False`` (TRL's default is True); "token_truncate",
     "token_mask", "sequence_truncate", "sequence_mask" → ``vllm_importance_sampling_correction=True``
     and ``vllm_importance_sampling_mode`` of the same name, with ``is_cap`` C →
-    ``vllm_importance_sampling_clip_max = C`` and ``vllm_importance_sampling_clip_min`` = None for
+    ``vllm_importance_sampling_clip_max = C`` (never the deprecated ``vllm_importance_sampling_cap``)
+    and ``vllm_importance_sampling_clip_min`` = None for
     the truncate modes (min(ρ, C)) or 1/C for the mask modes (the band [1/C, C]). TRL applies
     these only when it samples with vLLM (``use_vllm=True``, a GPU); rlbook's equivalent sampler is
     ``train_grpo(..., sampler=)``.
@@ -238,7 +307,7 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
             ``per_token_loss='cispo'`` with ``clip_eps_low < 1``; a callable aggregation;
             ``overlong_cache_length > 0``; the GSPO and DPPO losses; any Part IV switch left off its
             default: minibatches, overlong filtering, dynamic sampling, zero-variance filtering,
-            prompt retirement, reference resets, the FP32 head, a completion budget, a reward model as the reward,
+            prompt retirement, reference resets, a completion budget, a reward model as the reward,
             a sampler temperature, precision or lag, an ``entropy_control`` (Clip-Cov, KL-Cov);
             ``is_correction`` "geometric_truncate" / "geometric_mask", whose geometric-mean ratio TRL
             does not have).
@@ -267,15 +336,21 @@ def to_trl_config(config: GRPOConfig, output_dir: str | None = None, **overrides
         max_grad_norm=config.max_grad_norm,
         epsilon=config.clip_eps_low,
         epsilon_high=(1.0 + high) if config.per_token_loss == "cispo" else high,
+        delta=None,
         beta=config.kl_coef,
         use_bias_correction_kl=False,
         loss_type=loss_type,
         importance_sampling_level="token",
         scale_rewards="group" if config.advantage_estimator == "grpo" else "none",
+        multi_objective_aggregation="sum_then_normalize",
         mask_truncated_completions=False,
+        sync_ref_model=False,
+        off_policy_mask_threshold=None,
         vllm_importance_sampling_correction=config.is_correction != "none",
         entropy_coef=config.entropy_coef,
+        use_adaptive_entropy=False,
         top_entropy_quantile=config.top_entropy_quantile,
+        cast_lm_head_to_fp32=config.fp32_lm_head,
         temperature=config.temperature,
         top_p=config.sampler_top_p,
         top_k=0 if config.sampler_top_k is None else config.sampler_top_k,
@@ -320,7 +395,10 @@ def build_trl_trainer(policy, tokenizer, task, config: GRPOConfig, num_prompts: 
     Returns:
         a ``trl.GRPOTrainer`` (its ``beta`` is ``config.kl_coef``; see below).
     Raises:
-        ValueError, ImportError: as :func:`to_trl_config`.
+        ValueError, ImportError: as :func:`to_trl_config`; also ``config.fp32_lm_head`` with a
+            policy whose LM head is tied to its input embeddings (``tie_word_embeddings``, as the
+            book's GPT-2): TRL 1.16's ``cast_lm_head_to_fp32`` supports untied heads only (its
+            tied branch looks for ``model.model.embed_tokens``, which GPT-2 does not have).
 
     TRL builds its frozen reference model by loading the policy's hub id or folder again, which a
     model built in memory does not have. With ``kl_coef > 0`` the policy is therefore saved to a
@@ -334,6 +412,9 @@ def build_trl_trainer(policy, tokenizer, task, config: GRPOConfig, num_prompts: 
 
     _quiet_trl_internals()
     args = to_trl_config(config, output_dir=output_dir, **overrides)
+    if args.cast_lm_head_to_fp32 and getattr(getattr(policy, "config", None), "tie_word_embeddings", False):
+        raise ValueError("fp32_lm_head=True (TRL's cast_lm_head_to_fp32) needs a policy whose LM head is not tied to "
+                         "its input embeddings (tie_word_embeddings=False); TRL 1.16 supports untied heads only")
     count = num_prompts or config.prompts_per_step * (config.num_steps + 1)
     problems = task.sample_problems(count, torch.Generator().manual_seed(config.seed))
     bos = tokenizer.bos_token or ""

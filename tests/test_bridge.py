@@ -169,7 +169,7 @@ def test_to_trl_config_names_every_setting_trl_cannot_express():
 
 @pytest.mark.parametrize("field, value", [("num_minibatches", 2), ("overlong_filter", True), ("dynamic_sampling", True),
                                           ("zero_variance_filter", True), ("retire_pass_rate", 0.9),
-                                          ("ref_reset_every", 5), ("fp32_lm_head", True), ("max_completions", 64),
+                                          ("ref_reset_every", 5), ("max_completions", 64),
                                           ("reward_source", "reward_model"), ("sampler_temperature", 0.7),
                                           ("sampler_precision", "bf16"), ("sampler_lag", 2),
                                           ("entropy_control", "clip_cov"), ("entropy_control", "kl_cov")])
@@ -187,6 +187,66 @@ def test_to_trl_config_maps_the_entropy_bonus_and_the_top_entropy_quantile():
     assert args.use_adaptive_entropy is False  # TRL's controller of the coefficient stays off
     default = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu"))
     assert (default.entropy_coef, default.top_entropy_quantile) == (0.0, 1.0)
+
+
+def _recorded_trl_fields(monkeypatch, config) -> dict:
+    """The keyword arguments ``to_trl_config`` passes to ``trl.GRPOConfig`` (recorded by a subclass)."""
+    seen = {}
+
+    class Recording(trl.GRPOConfig):
+        def __init__(self, **fields):
+            seen.update(fields)
+            super().__init__(**fields)
+
+    monkeypatch.setattr(trl, "GRPOConfig", Recording)
+    bridge.to_trl_config(config)
+    return seen
+
+
+def test_to_trl_config_sets_every_trl_field_of_a_book_concept(monkeypatch):
+    """Each field in bridge.TRL_FIELDS (and TRL_IS_FIELDS with a correction on) is a trl.GRPOConfig field
+    and is passed explicitly, so no TRL default decides a concept the book teaches."""
+    fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
+    for name in list(bridge.TRL_FIELDS) + list(bridge.TRL_IS_FIELDS):
+        assert name in fields, f"trl.GRPOConfig (TRL {trl.__version__}) has no field {name!r}: renamed?"
+    plain = _recorded_trl_fields(monkeypatch, rl.GRPOConfig(advantage_std="sample", device="cpu"))
+    missing = set(bridge.TRL_FIELDS) - set(plain)
+    assert not missing, f"to_trl_config leaves these to TRL's defaults: {sorted(missing)}"
+    assert "vllm_importance_sampling_cap" not in plain  # deprecated since TRL 1.6
+    corrected = _recorded_trl_fields(monkeypatch, rl.GRPOConfig(advantage_std="sample", device="cpu",
+                                                                is_correction="sequence_mask"))
+    missing = (set(bridge.TRL_FIELDS) | set(bridge.TRL_IS_FIELDS)) - set(corrected)
+    assert not missing, f"to_trl_config leaves these to TRL's defaults with a correction: {sorted(missing)}"
+    assert "vllm_importance_sampling_cap" not in corrected
+
+
+def test_to_trl_config_switches_off_what_rlbook_does_not_do():
+    args = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu", format_coef=0.1))
+    assert args.delta is None  # no INTELLECT-2 cap on the ratio of negative-advantage tokens
+    assert args.off_policy_mask_threshold is None  # no DeepSeek-V3.2 off-policy sequence mask
+    assert args.multi_objective_aggregation == "sum_then_normalize"  # rlbook sums the rewards, then normalises
+    assert args.use_adaptive_entropy is False and args.sync_ref_model is False
+    assert args.bf16 is False and args.fp16 is False and args.use_cpu is True
+    assert args.cast_lm_head_to_fp32 is False
+
+
+def test_to_trl_config_maps_the_fp32_lm_head():
+    args = bridge.to_trl_config(rl.GRPOConfig(advantage_std="sample", device="cpu", fp32_lm_head=True))
+    assert args.cast_lm_head_to_fp32 is True
+
+
+def test_build_trl_trainer_casts_an_untied_head_and_refuses_a_tied_one(tmp_path):
+    """TRL 1.16's cast_lm_head_to_fp32 supports untied heads only: for the book's tied GPT-2 the bridge
+    names the problem; for an untied bf16 model TRL's trainer holds the head in float32."""
+    config = small_config(advantage_std="sample", fp32_lm_head=True)
+    tied = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=0, device="cpu")
+    with pytest.raises(ValueError, match="tie_word_embeddings"):
+        bridge.build_trl_trainer(tied, TOK, TASK, config, output_dir=str(tmp_path))
+    untied = rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY, tie_word_embeddings=False), seed=0, device="cpu")
+    untied.to(torch.bfloat16)
+    trainer = bridge.build_trl_trainer(untied, TOK, TASK, config, output_dir=str(tmp_path))
+    assert trainer.model.lm_head.weight.dtype == torch.float32
+    assert trainer.model.transformer.wte.weight.dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize("switches", [dict(entropy_coef=0.3), dict(top_entropy_quantile=0.4),
