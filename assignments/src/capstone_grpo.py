@@ -35,7 +35,10 @@
 # `rl.clipped_surrogate_loss`, `rl.seq_mean_token_mean`, `rl.lm.completion_log_probs`,
 # `rl.lm.token_log_probs`, `rl.grpo_microbatch_train_step`, `rl.train_grpo`, ...), and may not reach
 # IPython, files, the operating system or the tests' tools; a cell that does is not run, and the
-# instructor sees why. A test fails when it raises: a failed assertion, an error, or running longer
+# instructor sees why. Two rules cost points with no trick in sight: a constant computed from other
+# names (`N = len(x)`, `SCALE = 1 / K`) is left out like a call, so a function that reads it fails with
+# a `NameError`; and a decorator (`@torch.no_grad()`) makes its whole cell not run. Compute such values
+# inside your functions. A test fails when it raises: a failed assertion, an error, or running longer
 # than the time limit per cell. What you print, and warnings (stderr), never fail a test.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -541,7 +544,7 @@ def train_grpo_loop(policy, task, num_steps=40, prompts_per_step=32, group_size=
     return mean_rewards
     ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "test_training", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_training", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false} rlbook={"timeout": 600}
 seed = 0
 ### BEGIN HIDDEN TESTS
 seed = GRADING_SEED

@@ -28,7 +28,10 @@
 # `dataclasses`, `statistics`, `warnings` and `matplotlib`. Your code may not call the `rlbook`
 # library's implementations of the functions you write (nor the notebook's reference functions), and
 # may not reach IPython, files, the operating system or the tests' tools; a cell that does is not run,
-# and the instructor sees why. A test fails when it raises: a failed assertion, an error, or running
+# and the instructor sees why. Two rules cost points with no trick in sight: a constant computed from
+# other names (`N = len(x)`, `SCALE = 1 / K`) is left out like a call, so a function that reads it fails
+# with a `NameError`; and a decorator (`@torch.no_grad()`) makes its whole cell not run. Compute such
+# values inside your functions. A test fails when it raises: a failed assertion, an error, or running
 # longer than the time limit per cell. What you print, and warnings (stderr), never fail a test.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
