@@ -26,6 +26,7 @@ import ast
 import csv
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -86,6 +87,9 @@ MISTAKES = [
      "bradley_terry_loss(rejected_features @ w, chosen_features @ w)", {"test_reward_model", "test_overoptimisation"}),
 ]
 
+K3_TESTS = {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}
+GA_TESTS = {"test_group_advantages", "test_group_advantages_scale"}
+
 # The attacks, graded in the main batch with every layer on: (student, assignment, start from "source" or
 # "released", {grade_id: edit of that cell's text}, the autograded tests that must score 0 (None: all
 # of them), a word the flags must contain).
@@ -139,6 +143,63 @@ ATTACKS = [
     ("atk_reference_loop_oracle", "part5_preferences", "source",
      {"kl_regularised_optimum": lambda t: _solution(t, "    return rl.reference.kl_regularised_optimum_search(ref_probs, rewards, beta)")},
      {"test_kl_optimum", "test_kl_optimum_maximises"}, "library's implementation"),
+    # --- the classes of a later red team (all in part 3; a wrong answer each, which a working attack would hide)
+    # a function's globals (the notebook's namespace, the guard in it) through a class pattern's attribute
+    ("atk_match_globals", "part3_grpo_loss", "source",
+     {"k3": lambda t: _solution(t, "    match k3:\n        case object(__globals__=g):\n"
+                                   "            g['_rlbook_guard'].check = lambda when: None\n"
+                                   "    return torch.zeros_like(log_probs)")}, K3_TESTS, "match pattern"),
+    # typing's evaluator runs a string annotation in the function's globals (out of the checker's sight)
+    ("atk_typing_eval", "part3_grpo_loss", "source",
+     {"k3": lambda t: "import typing\n\ndef probe(x: \"get_ipython().user_ns.pop('_rlbook_guard')\"):\n    pass\n\n"
+      "def k3(log_probs, ref_log_probs):\n    typing.get_type_hints(probe)\n    return torch.zeros_like(log_probs)\n"},
+     K3_TESTS, "string annotation"),
+    # the library's implementation behind the guard's wrapper, through __wrapped__
+    ("atk_wrapped_oracle", "part3_grpo_loss", "source",
+     {"k3": lambda t: _solution(t, "    match rl:\n        case object(kl_k3=f):\n"
+                                   "            return f.__wrapped__(log_probs, ref_log_probs)")}, K3_TESTS, "kl_k3"),
+    # built-ins the tests call, redefined at the top level, beside a wrong answer
+    ("atk_builtins", "part3_grpo_loss", "source",
+     {"group_advantages": lambda t: "def abs(x):\n    return 0.0\n\n\ndef len(x):\n    return 0\n\n\n"
+      + _solution(t, "    return torch.zeros_like(rewards)")}, GA_TESTS, "built-in"),
+    # the executed cells' sources (the hidden tests, the grading seed) from IPython's history
+    ("atk_history", "part3_grpo_loss", "source",
+     {"k3": lambda t: _solution(t, "    return torch.zeros_like(log_probs) + 0 * float(len(_i) + len(_ii))")},
+     K3_TESTS, "history"),
+    # a tensor subclass whose every torch operation (the tests' comparisons too) says True
+    ("atk_tensor_subclass", "part3_grpo_loss", "source",
+     {"group_advantages": lambda t: "class Always(torch.Tensor):\n    def __torch_function__(cls, func, types, args=(), "
+      "kwargs=None):\n        return True\n\n\n" + _solution(t, "    return torch.zeros_like(rewards).as_subclass(Always)")},
+     GA_TESTS, "subclasses"),
+    # torch.testing's comparison machinery, imported to patch it
+    ("atk_comparison_patch", "part3_grpo_loss", "source",
+     {"group_advantages": lambda t: "import torch.testing._comparison as comparison\n\n"
+      + _solution(t, "    return torch.zeros_like(rewards)")}, GA_TESTS, "imports"),
+    # the test's own expected value, read from the notebook's globals
+    ("atk_expected", "part3_grpo_loss", "source",
+     {"k3": lambda t: _solution(t, "    return EXPECTED")}, K3_TESTS, "a name of the tests"),
+    # the library's other name for token_mean (a masked mean), unguarded before
+    ("atk_alias", "part3_grpo_loss", "source",
+     {"aggregations": lambda t: t.replace("def token_mean(loss, mask):", "def token_mean(loss, mask):\n"
+                                          "    return rl.masked_mean(loss, mask)\n\n\ndef _unused(loss, mask):", 1)},
+     {"test_seq_mean_token_mean", "test_token_mean", "test_fixed_length_mean", "test_grpo_loss", "test_loss_is_zero"},
+     "masked_mean"),
+    # an object IPython would display as raw HTML in the feedback
+    ("atk_repr_html", "part3_grpo_loss", "source",
+     {"group_advantages": lambda t: "class Shown:\n    def _repr_html_(self):\n        return '<script>alert(1)</script>'\n\n\n"
+      + _solution(t, "    return torch.zeros_like(rewards)")}, GA_TESTS, "_repr_html_"),
+    # megabytes printed from every call of a right k3: cut before they reach the grader, and flagged
+    ("atk_output_flood", "part3_grpo_loss", "source",
+     {"k3": lambda t: t.replace("### BEGIN SOLUTION\n", "### BEGIN SOLUTION\n    for _ in range(200):\n"
+                                "        print('x' * 10_000)\n", 1)}, set(), "output limit"),
+    # a written answer with a script and an event handler: escaped before the formgrader or the feedback shows it
+    ("atk_html_answer", "part3_grpo_loss", "source",
+     {"answer_loss_zero": lambda t: t + "\n\n<script>alert('instructor')</script><img src=x onerror=\"alert(2)\">"},
+     set(), "raw HTML"),
+    # a torch.py beside an untouched notebook (the kernel would import it in torch's place if the working
+    # folder were on sys.path): never imported, and flagged
+    ("atk_torch_py", "part3_grpo_loss", "released",
+     {"file:torch.py": "raise ImportError('the submission torch.py was imported')\n"}, None, "Python file"),
 ]
 
 # Submissions that pass the visible tests of some cells without a correct function: each must lose
@@ -641,7 +702,16 @@ def batch(released, tmp_path_factory):
     for student, name, start, edits, _, _ in ATTACKS:
         nb = _submit(subs, student, name, SOURCE / name / f"{name}.ipynb" if start == "source" else released[name])
         for grade_id, edit in edits.items():
-            _set_cell(nb, grade_id, edit)
+            if grade_id.startswith("file:"):  # a file beside the notebook
+                (nb.parent / grade_id[len("file:"):]).write_text(edit)
+            else:
+                _set_cell(nb, grade_id, edit)
+    # symbolic links: the notebook itself to the instructor's version, and a data file to a file of the machine
+    link = subs / "atk_symlink_notebook" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(SOURCE / HOSTILE_IN / f"{HOSTILE_IN}.ipynb")
+    nb = _submit(subs, "atk_symlink_data", HOSTILE_IN, released[HOSTILE_IN])
+    (nb.parent / "data.txt").symlink_to("/etc/passwd")
     student, name, edits = WARNS
     nb = _submit(subs, student, name, SOURCE / name / f"{name}.ipynb")
     for grade_id, edit in edits.items():
@@ -974,3 +1044,92 @@ def test_the_guard_catches_what_reaches_the_kernel(hostile, student, tests, erro
     row = _row(hostile, student)
     assert row["status"] == "graded" and error in row["flags"], row
     assert set(hostile.lost(student, HOSTILE_IN)) == tests, hostile.lost(student, HOSTILE_IN)
+
+
+def _readme_block(marker: str) -> str:
+    """The fenced block that follows ``<!-- marker -->`` in README.md."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = text.split(f"<!-- {marker} -->", 1)[1]
+    return after.split("```", 2)[1].split("\n", 1)[1]
+
+
+def test_the_readme_nbgrader_recipe_works_verbatim_with_a_secret_seed(tmp_path):
+    """README's nbgrader_config.py and commands, run as written with nbgrader's own CLI: the instructor
+    solution scores full marks, the seed is secret (drawn, kept owner-only), the hidden tests drew from
+    it, the flag report is written and the feedback hides the hidden tests."""
+    _require_grading()
+    name = HOSTILE_IN
+    course = tmp_path / "course"
+    shutil.copytree(SOURCE / name, course / "source" / name)
+    (course / "nbgrader_config.py").write_text(_readme_block("nbgrader-config"))
+    commands = [line.split() for line in _readme_block("nbgrader-commands").splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["nbgrader", "autograde"], ["nbgrader", "generate_feedback"]]
+    env = {k: v for k, v in os.environ.items() if k != "RLBOOK_GRADING_SEED"}
+
+    def nbgrader(*args):
+        out = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
+                             timeout=600, env=env)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        return out
+
+    nbgrader("generate_assignment", name, "--force")
+    _submit(course / "submitted", "alice", name, SOURCE / name / f"{name}.ipynb")
+    for command in commands:
+        nbgrader(*command[1:])
+    seed_file = course / "grading-seed.txt"
+    seed = int(seed_file.read_text())
+    assert 0 <= seed < 2**31 and (seed_file.stat().st_mode & 0o777) == 0o600
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(name, "alice")
+        grades = [g for nb in sub.notebooks for g in nb.grades if g.cell_type == "code" and g.max_score]
+        assert grades and all(g.score == g.max_score for g in grades), [(g.name, g.score, g.max_score) for g in grades]
+    graded = (course / "autograded" / "alice" / name / f"{name}.ipynb").read_text()
+    assert "GRADING_SEED" in graded  # Judge puts the instructor's text back; the executed source had the seed
+    report = json.loads((course / "rlbook-reports" / "alice" / f"{name}.json").read_text())
+    assert report["flags"] == [], report
+    feedback = (course / "feedback" / "alice" / name / f"{name}.html").read_text()
+    assert "BEGIN HIDDEN TESTS" not in feedback and "GRADING_SEED" not in feedback
+
+
+def test_without_a_seed_the_plain_recipe_refuses(tmp_path):
+    """Harden with no grading seed set refuses (never a public default of 0)."""
+    import nbformat
+
+    from rlbook.app.grading import Harden
+
+    nb = nbformat.v4.new_notebook()
+    with pytest.raises(ValueError, match="grading_seed is not set"):
+        Harden(source_root=str(tmp_path)).preprocess(nb, {"nbgrader": {"assignment": "a", "notebook": "a"}})
+
+
+def test_symbolic_links_are_never_followed(batch):
+    """A notebook that is a link to the instructor's version, and a data file that is a link to a file of
+    the machine: neither is followed; the submission is rejected with 0 points and flagged."""
+    for student in ("atk_symlink_notebook", "atk_symlink_data"):
+        row = next(r for r in batch.rows if r["student"] == student)
+        assert row["status"].startswith("rejected") and row["auto_score"] == 0, row
+        assert "symbolic links" in row["flags"], row
+        assert not (batch.scores_csv.parent / "feedback" / student).exists()
+        assert not (batch.scores_csv.parent / "autograded" / student).exists()
+
+
+def test_a_python_file_beside_the_notebook_is_never_imported(batch):
+    executed = batch.scores_csv.parent / "autograded" / "atk_torch_py" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    texts = [_text(o) for c in _cells(executed) for o in c.get("outputs", [])]
+    assert not any("the submission torch.py was imported" in t for t in texts)
+    first_code = next(c for c in _cells(executed) if c["cell_type"] == "code")
+    assert not [o for o in first_code.get("outputs", []) if o.get("output_type") == "error"], "the setup cell failed"
+
+
+def test_student_html_never_reaches_the_formgrader_or_the_feedback_raw(batch):
+    """The written answer's script and event handler are escaped in the graded notebook the formgrader
+    shows and in the feedback page; the flood's output is cut (and the right k3 still scores)."""
+    out = batch.scores_csv.parent
+    graded = (out / "autograded" / "atk_html_answer" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb").read_text()
+    feedback = (out / "feedback" / "atk_html_answer" / HOSTILE_IN / f"{HOSTILE_IN}.html").read_text()
+    for text in (graded, feedback):
+        assert "<script>alert('instructor')" not in text and "<img src=x onerror" not in text
+    flood = out / "autograded" / "atk_output_flood" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    assert flood.stat().st_size < 3_000_000

@@ -30,17 +30,27 @@ def _protected(nb) -> set[str]:
     names = set()
     for kind, meta, src in _cells(nb):
         if kind == "code" and meta.get("locked") and not meta.get("solution"):
-            names |= G._bound_names(ast.parse(src))
+            names |= G._bound_names(ast.parse(G._with_seed(src, 0)))
     return names
+
+
+def _test_names(nb) -> set[str]:
+    """The names only the test cells bind (as Harden computes them)."""
+    tests, setup = set(), set()
+    for kind, meta, src in _cells(nb):
+        if kind == "code" and meta.get("locked") and not meta.get("solution"):
+            (tests if meta.get("grade") else setup).update(G._bound_names(ast.parse(G._with_seed(src, 0))))
+    return tests - setup
 
 
 @pytest.mark.parametrize("nb", SOURCES, ids=[p.stem for p in SOURCES])
 def test_every_instructor_solution_runs_untouched(nb):
-    protected = _protected(nb)
+    protected, test_names = _protected(nb), _test_names(nb)
+    assert test_names  # e.g. EXPECTED: the solutions never read them
     solutions = [(src, meta.get("grade")) for kind, meta, src in _cells(nb) if kind == "code" and meta.get("solution")]
     assert solutions
     for src, by_hand in solutions:
-        code, flags, dropped = G.restrict(src, protected)
+        code, flags, dropped = G.restrict(src, protected, test_names)
         assert code is not None and flags == [], (src[:200], flags)
         if by_hand:  # a code answer graded by hand (the capstone's ablation): its runs are left out at grading
             continue
@@ -91,11 +101,250 @@ REFUSED = [
 ]
 
 
+# the classes of a later red team: each reached the notebook's namespace, the library or the tests' values
+REFUSED += [
+    ("def k3(a, b):\n    match k3:\n        case object(__globals__=g):\n            pass\n    return a", "match pattern"),
+    ("def k3(a, b):\n    match rl:\n        case object(kl_k3=f):\n            return f(a, b)", "match pattern"),
+    ("def k3(a, b):\n    match torch:\n        case object(testing=t):\n            return t", "match pattern"),
+    ("import typing\ndef p(x: 'get_ipython()'):\n    pass", "string annotation"),
+    ("def p(x) -> list['get_ipython()']:\n    pass", "string annotation"),
+    ("class A:\n    x: 'get_ipython()' = 1", "string annotation"),
+    ("import typing\ndef f(g):\n    return typing.get_type_hints(g)", "get_type_hints"),
+    ("from typing import ForwardRef", "ForwardRef"),
+    ("import functools\ndef f(g):\n    return functools.singledispatch(g)", "singledispatch"),
+    ("def f():\n    return _i", "history"),
+    ("def f():\n    return _ii + _i12 + _oh + _ + _3", "history"),
+    ("class E(torch.Tensor):\n    pass", "subclasses"),
+    ("class E(float):\n    pass", "subclasses"),
+    ("class E:\n    def __torch_function__(self, *a):\n        return True", "__torch_function__"),
+    ("class E:\n    def __eq__(self, other):\n        return True", "__eq__"),
+    ("class E:\n    def __bool__(self):\n        return True", "__bool__"),
+    ("class E:\n    __slots__ = ()", "sets __slots__"),
+    ("class E:\n    def _repr_html_(self):\n        return '<script></script>'", "_repr_html_"),
+    ("def f():\n    return {'__torch_function__': None}", "special attribute"),
+    ("def f():\n    return EXPECTED", "a name of the tests"),
+    ("def f():\n    def g():\n        return expected\n    return g()", "a name of the tests"),
+    ("def f(x, m):\n    return rl.masked_mean(x, m)", "masked_mean"),
+    ("def f(x, m):\n    return rl.masked_normalize(x, m, 4.0)", "masked_normalize"),
+    ("import torch.testing._comparison as c", "imports torch.testing._comparison"),
+]
+TEST_NAMES = {"EXPECTED", "expected"}
+
+
 @pytest.mark.parametrize("src,why", REFUSED, ids=[str(i) for i in range(len(REFUSED))])
 def test_a_cell_that_reaches_for_the_grading_machinery_is_not_run(src, why):
-    code, flags, _ = G.restrict(src, PROTECTED)
+    code, flags, _ = G.restrict(src, PROTECTED, TEST_NAMES)
     assert code is None, src
     assert any(why in f for f in flags), flags
+
+
+@pytest.mark.parametrize("src,name", [("def len(x):\n    return 0", "len"), ("def abs(x):\n    return 0", "abs"),
+                                      ("from math import fabs as abs", "abs"), ("class range:\n    pass", "range"),
+                                      ("min = 3", "min")])
+def test_a_builtin_redefined_at_the_top_level_is_left_out_and_flagged(src, name):
+    code, flags, _ = G.restrict(src + "\n\ndef ok(x):\n    return len(x)", PROTECTED, TEST_NAMES)
+    assert code is not None and "def ok" in code and src.split("\n")[0] not in code, code
+    assert any(f"built-in {name}" in f for f in flags), flags
+
+
+def test_a_name_of_the_tests_is_the_students_own_inside_a_function():
+    """Reading a test's name is refused only when it is not the function's own variable or parameter."""
+    code, flags, _ = G.restrict("def f(expected):\n    EXPECTED = expected * 2\n    return EXPECTED", PROTECTED, TEST_NAMES)
+    assert code is not None and flags == [], flags
+
+
+def test_allowed_classes_still_run():
+    src = ("import torch\nfrom dataclasses import dataclass\n\n\n@dataclass\nclass Unused:\n    pass\n")
+    assert G.restrict(src, PROTECTED)[0] is None  # decorators: refused, as before
+    src = ("class Policy(torch.nn.Module):\n    def __init__(self, k):\n        super().__init__()\n"
+           "        self.logits = torch.nn.Parameter(torch.zeros(k))\n\n    def __call__(self, x):\n"
+           "        return self.logits[x]\n")
+    code, flags, _ = G.restrict(src, PROTECTED, TEST_NAMES)
+    assert code is not None and flags == [], flags
+
+
+# --- what the grader shows, and what it believes -----------------------------------------------------------
+
+
+def test_html_is_sanitised_and_markdown_escaped():
+    html = G.sanitize_html('<p onclick="x()">hi<script>alert(1)</script><img src=x onerror=y>'
+                           '<a href="javascript:z">l</a><iframe src="http://a"></iframe><table><tr><td>1</td></tr></table></p>')
+    for bad in ("<script", "onclick", "onerror", "<img", "javascript:", "<iframe"):
+        assert bad not in html, (bad, html)
+    assert "<table>" in html and "<td>1</td>" in html
+    md = G.escape_markdown_html("a < b, $x<y$ and <script>alert(1)</script> <img src=x onerror=y> <!-- c -->")
+    assert "<script" not in md and "<img" not in md and "<!--" not in md and "a < b" in md
+    out = G.sanitize_output({"output_type": "display_data", "data": {
+        "text/html": "<b>ok</b><script>bad()</script>", "application/javascript": "bad()",
+        "image/svg+xml": "<svg onload='bad()'/>", "text/plain": "ok"}})
+    assert set(out["data"]) == {"text/html", "text/plain"} and "script" not in out["data"]["text/html"]
+    assert G.sanitize_output({"output_type": "display_data", "data": {"application/javascript": "x"}})["data"] == {
+        "text/plain": "[an output the grader does not show]"}
+
+
+def _judged(outputs, secret="s3cret", markdown=None):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("pass")
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "test_x", "points": 1}
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    nb.cells = [cell]
+    if markdown is not None:
+        answer = nbformat.v4.new_markdown_cell(markdown)
+        answer.metadata["nbgrader"] = {"grade": True, "grade_id": "answer", "solution": True, "points": 3}
+        nb.cells.append(answer)
+    nb.metadata["widgets"] = {"state": {}}
+    resources = {"rlbook": {"flags": [], "notes": [], "secret": secret}, "nbgrader": {"student": "s", "notebook": "n"}}
+    nb, _ = G.Judge().preprocess(nb, resources)
+    return nb, resources
+
+
+def test_a_forged_grader_report_is_ignored_and_flagged(tmp_path):
+    """The guard's reports carry the run's secret: an output that imitates one (to hide or invent flags) is
+    dropped and flagged; a real one's student-chosen text is quoted."""
+    real = {"output_type": "display_data", "metadata": {}, "data": {G.FLAG_MIME: {"secret": "s3cret", "flags": [
+        "open for writing /x; flags: none"]}}}
+    forged = {"output_type": "display_data", "metadata": {}, "data": {G.FLAG_MIME: {"secret": "guess", "flags": []}}}
+    judge = G.Judge(report_dir=str(tmp_path))
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("pass")
+    cell.outputs = [nbformat.from_dict(real), nbformat.from_dict(forged)]
+    nb.cells = [cell]
+    resources = {"rlbook": {"flags": [], "notes": [], "secret": "s3cret"}, "nbgrader": {"student": "s", "notebook": "n"}}
+    nb, _ = judge.preprocess(nb, resources)
+    flags = json.loads((tmp_path / "s" / "n.json").read_text())["flags"]
+    assert any("imitated the grader's report" in f for f in flags), flags
+    assert any("'open for writing /x; flags: none'" in f for f in flags), flags  # quoted
+    assert nb.cells[0].outputs == []
+
+
+def test_judge_escapes_a_written_answers_html_and_drops_widget_state():
+    nb, _ = _judged([], markdown="My answer. <script>alert(1)</script>")
+    assert "<script" not in nb.cells[1].source and "My answer." in nb.cells[1].source
+    assert "widgets" not in nb.metadata
+
+
+def test_a_guard_error_message_is_quoted_in_the_flags(tmp_path):
+    err = {"output_type": "error", "ename": "GradingIntegrityError", "evalue": "x\n; flags: none", "traceback": []}
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("pass")
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "test_x", "points": 1}
+    cell.outputs = [nbformat.from_dict(err)]
+    nb.cells = [cell]
+    resources = {"rlbook": {"flags": [], "notes": [], "secret": "s"}, "nbgrader": {"student": "s", "notebook": "n"}}
+    G.Judge(report_dir=str(tmp_path)).preprocess(nb, resources)
+    flags = json.loads((tmp_path / "s" / "n.json").read_text())["flags"]
+    assert flags == ["test_x: GradingIntegrityError: 'x\\n; flags: none'"], flags
+
+
+def test_output_is_capped_per_cell_and_errors_are_always_kept():
+    ex = G.SandboxedExecute(max_cell_output=100, max_output=150)
+    ex.reset_execution_trackers()  # what nbclient sets up before it executes a notebook
+    ex.clear_before_next_output = False  # and before each cell
+    outs = []
+
+    def stream(text):
+        return {"msg_type": "stream", "header": {"msg_type": "stream"}, "parent_header": {"msg_id": "m"},
+                "content": {"name": "stdout", "text": text}}
+
+    for _ in range(5):
+        ex.output(outs, stream("x" * 40), None, 0)
+    assert sum(len(o.get("text", "")) for o in outs if G.OUTPUT_CUT not in o.get("text", "")) <= 100
+    assert sum(G.OUTPUT_CUT in o.get("text", "") for o in outs) == 1  # said once
+    error = {"msg_type": "error", "header": {"msg_type": "error"}, "parent_header": {"msg_id": "m"},
+             "content": {"ename": "AssertionError", "evalue": "wrong", "traceback": ["line"] * 100}}
+    ex.output(outs, error, None, 0)
+    assert outs[-1]["output_type"] == "error" and len(outs[-1]["traceback"]) == 30
+    other = []
+    ex.output(other, stream("y" * 60), None, 1)  # kept: 80 + 60 <= 150, the notebook's total
+    ex.output(other, stream("y" * 60), None, 1)  # cut: the total is reached in another cell
+    assert [o["text"][:1] for o in other] == ["y", G.OUTPUT_CUT[:1]], other
+
+
+def test_the_submission_budget_shortens_every_cell_timeout():
+    import time
+
+    import nbformat
+
+    ex = G.SandboxedExecute(timeout=120)
+    cell = nbformat.v4.new_code_cell("pass")
+    assert ex._get_timeout(cell) == 120  # no budget
+    ex._deadline = time.monotonic() + 30
+    assert 28 <= ex._get_timeout(cell) <= 30
+    ex._deadline = time.monotonic() - 5
+    assert ex._get_timeout(cell) == 1  # spent: each later cell fails at once
+    cell.metadata["rlbook_timeout"] = 600  # the instructor's own budget for one test (Harden sets it)
+    ex._deadline = None
+    assert ex._get_timeout(cell) == 600
+
+
+def test_a_tests_own_budget_comes_from_the_instructors_notebook_only(tmp_path):
+    """Harden gives a cell the time budget of the instructor's notebook and drops any the submission set."""
+    import nbformat
+
+    src = nbformat.v4.new_notebook()
+    setup = nbformat.v4.new_code_cell("x = 1")
+    setup.metadata["nbgrader"] = {"grade": False, "grade_id": "setup", "locked": True, "solution": False}
+    slow = nbformat.v4.new_code_cell("assert x == 1")
+    slow.metadata["nbgrader"] = {"grade": True, "grade_id": "test_slow", "locked": True, "solution": False, "points": 1}
+    slow.metadata["rlbook"] = {"timeout": 600}
+    src.cells = [setup, slow]
+    (tmp_path / "a").mkdir()
+    nbformat.write(src, str(tmp_path / "a" / "a.ipynb"))
+    sub = nbformat.from_dict(json.loads(json.dumps(src)))
+    sub.cells[1].metadata.pop("rlbook")
+    student = nbformat.v4.new_code_cell("def f():\n    return 1")
+    student.metadata["rlbook_timeout"] = 10**9  # the submission's own try
+    sub.cells.insert(1, student)
+    nb, _ = G.Harden(source_root=str(tmp_path), grading_seed=5).preprocess(sub, {"nbgrader": {"assignment": "a", "notebook": "a"}})
+    budgets = {c.metadata.get("nbgrader", {}).get("grade_id", c.source[:12]): c.metadata.get("rlbook_timeout") for c in nb.cells}
+    assert budgets["test_slow"] == 600 and [b for k, b in budgets.items() if k != "test_slow" and b] == [], budgets
+
+
+def test_symbolic_links_are_found(tmp_path):
+    from rlbook.app.assignments import _symlinks
+
+    (tmp_path / "s" / "a").mkdir(parents=True)
+    (tmp_path / "s" / "a" / "a.ipynb").write_text("{}")
+    assert _symlinks(tmp_path / "s" / "a") == []
+    (tmp_path / "s" / "a" / "data.txt").symlink_to("/etc/passwd")
+    assert _symlinks(tmp_path / "s" / "a") == ["a/data.txt"]
+    (tmp_path / "t").symlink_to(tmp_path / "s" / "a")
+    assert _symlinks(tmp_path / "t")[0] == "t"  # the folder itself (what it holds is listed after it)
+
+
+def test_configure_nbgrader_keeps_a_secret_seed(tmp_path, monkeypatch):
+    from traitlets.config import Config
+
+    from rlbook.app.assignments import configure_nbgrader
+
+    monkeypatch.delenv("RLBOOK_GRADING_SEED", raising=False)
+    c = Config()
+    seed = configure_nbgrader(c, root=tmp_path)
+    kept = tmp_path / "grading-seed.txt"
+    assert int(kept.read_text()) == seed == c.Harden.grading_seed and (kept.stat().st_mode & 0o777) == 0o600
+    assert configure_nbgrader(Config(), root=tmp_path) == seed  # a re-grade: the same hidden inputs
+    assert c.Harden.source_root == str(tmp_path / "source") and c.SandboxedExecute.submission_timeout == 360
+    monkeypatch.setenv("RLBOOK_GRADING_SEED", "12345")
+    assert configure_nbgrader(Config(), root=tmp_path) == 12345
+    monkeypatch.setenv("RLBOOK_GRADING_SEED", "x")
+    with pytest.raises(ValueError, match="RLBOOK_GRADING_SEED"):
+        configure_nbgrader(Config(), root=tmp_path)
+    with pytest.raises(ValueError, match="seed"):
+        configure_nbgrader(Config(), root=tmp_path, seed=-1)
+    with pytest.raises(ValueError, match="timeout"):
+        configure_nbgrader(Config(), root=tmp_path, seed=1, timeout=0)
+
+
+def test_the_guards_wrapper_has_no_way_back_to_the_implementation():
+    """functools.wraps's __wrapped__ is removed from the guard's poisoned wrappers."""
+    src = G._guard_source(set(), "secret")
+    assert "del guarded.__wrapped__" in src and '"secret"' in src
 
 
 def test_only_definitions_imports_and_constants_run():
@@ -186,3 +435,23 @@ def test_the_grading_seed_replaces_its_name_only():
     text = "g = torch.Generator().manual_seed(GRADING_SEED + 1)\nMY_GRADING_SEED_X = 1\nGRADING_SEED_2 = 3"
     assert G._with_seed(text, 12345) == ("g = torch.Generator().manual_seed(12345 + 1)\nMY_GRADING_SEED_X = 1\n"
                                          "GRADING_SEED_2 = 3")
+
+
+def test_a_computed_constant_that_the_code_reads_is_flagged(tmp_path):
+    """``N = len(...)`` at the top level is left out at grading; a function that reads N would fail with
+    a NameError, and the flags say why (a name the function binds itself is not flagged)."""
+    import nbformat
+
+    src = nbformat.v4.new_notebook()
+    setup = nbformat.v4.new_code_cell("x = [1, 2, 3]")
+    setup.metadata["nbgrader"] = {"grade": False, "grade_id": "setup", "locked": True, "solution": False}
+    src.cells = [setup]
+    (tmp_path / "a").mkdir()
+    nbformat.write(src, str(tmp_path / "a" / "a.ipynb"))
+    sub = nbformat.from_dict(json.loads(json.dumps(src)))
+    sub.cells.append(nbformat.v4.new_code_cell("N = len(x)\nM = len(x)\n\n\ndef f():\n    return N\n\n\ndef g(M):\n    return M"))
+    resources = {"nbgrader": {"assignment": "a", "notebook": "a"}}
+    G.Harden(source_root=str(tmp_path), grading_seed=1).preprocess(sub, resources)
+    flags = resources["rlbook"]["flags"]
+    assert any(f.startswith("N: set by a statement left out") for f in flags), flags
+    assert not any(f.startswith("M:") for f in flags), flags

@@ -62,7 +62,7 @@ from pathlib import Path
 from rlbook.app.chapters import PACKAGE_ROOT
 
 __all__ = ["find_assignments_dir", "student_assignments_dir", "list_assignments", "assignment_points", "release", "grade",
-           "validate", "GradeResult", "add_subparser"]
+           "validate", "GradeResult", "add_subparser", "configure_nbgrader"]
 
 DEFAULT_TIMEOUT = 120  # s per cell: the assignments' training cells take ~30 s on 2 CPU cores
 
@@ -138,13 +138,23 @@ def _require_nbgrader():
         raise RuntimeError('rlbook assignments needs nbgrader: pip install "rlbook[assignments]"') from e
 
 
-def _api(root: Path, timeout: int | None = None, restrict_code: bool = True, seed: int = 0):
+def _api(root: Path, timeout: int | None = None, restrict_code: bool = True, seed: int = 0, submission_timeout: int = 0):
     """An ``NbGraderAPI`` on the course folder ``root`` (its own gradebook). With a ``timeout``, the
     API autogrades in the sandbox (``rlbook.app.grading``): the hardened notebook runs in a bubblewrap
     kernel, each cell interrupted after ``timeout`` seconds, and the feedback hides the hidden tests."""
-    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
+
+    config = _config(root, timeout, restrict_code, seed, submission_timeout)
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    config.NbGraderAPI.log_level = "WARN"
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+def _config(root: Path, timeout: int | None = None, restrict_code: bool = True, seed: int = 0, submission_timeout: int = 0):
+    """The nbgrader settings of :func:`_api` without the course folder's own (root, gradebook)."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern,
                                         LimitOutput, SaveAutoGrades)
     from traitlets.config import Config
@@ -152,14 +162,13 @@ def _api(root: Path, timeout: int | None = None, restrict_code: bool = True, see
     from rlbook.app import grading
 
     config = Config()
-    config.CourseDirectory.root = str(root)
-    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
     if timeout is not None:
         for cls in ("Execute", "SandboxedExecute"):
             config[cls].timeout = int(timeout)
             config[cls].interrupt_on_timeout = True
             config[cls].execute_retries = 0
             config[cls].iopub_timeout = 30  # s to wait for a cell's last output after its reply (4 by default)
+        config.SandboxedExecute.submission_timeout = int(submission_timeout)
         config.Autograde.autograde_preprocessors = [
             grading.Harden, grading.SandboxedExecute, grading.Judge, IgnorePattern, ClearMetadataPreprocessor,
             LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
@@ -168,8 +177,67 @@ def _api(root: Path, timeout: int | None = None, restrict_code: bool = True, see
         config.Harden.grading_seed = int(seed)
         config.Judge.report_dir = str(root / "rlbook-reports")
         config.GenerateFeedback.preprocessors = [grading.HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
-    config.NbGraderAPI.log_level = "WARN"
-    return NbGraderAPI(CourseDirectory(config=config), config=config)
+    return config
+
+
+def configure_nbgrader(c, root: Path | str | None = None, timeout: int = DEFAULT_TIMEOUT, seed: int | None = None,
+                       submission_timeout: int | None = None) -> int:
+    """Make plain ``nbgrader autograde`` and ``nbgrader generate_feedback`` grade as
+    ``rlbook assignments grade`` does: call it from the course's ``nbgrader_config.py``::
+
+        from rlbook.app.assignments import configure_nbgrader
+        configure_nbgrader(c)
+
+    It sets the autograde preprocessors (the sandboxed kernel, :class:`~rlbook.app.grading.Harden`,
+    :class:`~rlbook.app.grading.Judge`), the per-cell ``timeout`` (s) and the submission's budget
+    (default 3 × ``timeout``), the instructor notebooks' folder (``<root>/source``), where the flag
+    reports go (``<root>/rlbook-reports/<student>/<notebook>.json``: read them before publishing
+    grades), the feedback preprocessors (hidden tests removed) and the **grading seed**: ``seed``, or
+    the environment's ``RLBOOK_GRADING_SEED``, or the one kept in ``<root>/grading-seed.txt``, which
+    is drawn at random (``secrets``) the first time and written there readable by its owner only, so
+    re-grades use the same hidden inputs and no student can know them.
+
+    Args:
+        c: the ``traitlets`` config object of ``nbgrader_config.py``.
+        root: the course folder (default: ``c.CourseDirectory.root`` if set, else the current folder).
+
+    Returns:
+        The grading seed.
+
+    Raises:
+        ValueError: ``seed`` or ``RLBOOK_GRADING_SEED`` is not an integer in [0, 2**31), or ``timeout`` or
+            ``submission_timeout`` is not a positive integer.
+    """
+    from rlbook.app import grading
+
+    root = Path(root or (c.CourseDirectory.root if "root" in c.CourseDirectory else None) or os.getcwd()).resolve()
+    if not (isinstance(timeout, int) and timeout > 0):
+        raise ValueError(f"timeout: seconds per cell must be a positive integer, got {timeout!r}")
+    budget = 3 * timeout if submission_timeout is None else submission_timeout
+    if not (isinstance(budget, int) and budget > 0):
+        raise ValueError(f"submission_timeout: a positive integer expected, got {submission_timeout!r}")
+    if seed is None and os.environ.get("RLBOOK_GRADING_SEED"):
+        try:
+            seed = int(os.environ["RLBOOK_GRADING_SEED"])
+        except ValueError:
+            raise ValueError(f"RLBOOK_GRADING_SEED: an integer expected, got {os.environ['RLBOOK_GRADING_SEED']!r}") from None
+    if seed is None:
+        kept = root / "grading-seed.txt"
+        if kept.is_file():
+            seed = int(kept.read_text().split()[0])
+        else:
+            import secrets
+
+            seed = secrets.randbelow(2**31)
+            kept.write_text(f"{seed}\n")
+            kept.chmod(0o600)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise ValueError(f"seed: an integer in [0, 2**31) expected, got {seed!r}")
+    config = _config(root, timeout, True, seed, budget)  # the same settings as rlbook assignments grade
+    for section in ("Autograde", "Execute", "SandboxedExecute", "Harden", "Judge", "GenerateFeedback"):
+        for key, value in config[section].items():
+            c[section][key] = value
+    return seed
 
 
 def _names(names, source_dir: Path) -> list[str]:
@@ -314,7 +382,8 @@ def _quiet_logs():
 
 def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DEFAULT_TIMEOUT,
           names: list[str] | None = None, source_dir: Path | None = None, *,
-          restrict_code: bool = True, jobs: int | None = None, seed: int | None = None) -> GradeResult:
+          restrict_code: bool = True, jobs: int | None = None, seed: int | None = None,
+          submission_timeout: int | None = None) -> GradeResult:
     """Autograde every submission under ``submissions`` (``<student>/<assignment>/<assignment>.ipynb``)
     with nbgrader and write the score tables and feedback under ``out`` (see the module docstring).
 
@@ -335,6 +404,9 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
             False only to test the sandbox and the guard on their own.
         jobs: submissions graded at once, each in a worker process (default: the CPU count, at most 4;
             each kernel uses one thread).
+        submission_timeout: seconds for one whole submission, > 0 (default: 3 × ``timeout``): each cell
+            gets the smaller of ``timeout`` and what is left, so a function that loops forever in
+            every cell costs one budget, not one timeout per cell.
         seed: the grading seed, an integer in [0, 2**31): the instructor's cells have the name
             ``GRADING_SEED`` replaced by it, and the hidden tests draw their inputs from it, so
             the public test code does not tell anyone those inputs. Default: a fresh random seed
@@ -359,6 +431,9 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
         seed = secrets.randbelow(2**31)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
         raise ValueError(f"seed: an integer in [0, 2**31) expected, got {seed!r}")
+    submission_timeout = 3 * int(timeout) if submission_timeout is None else submission_timeout
+    if not (isinstance(submission_timeout, int) and not isinstance(submission_timeout, bool) and submission_timeout > 0):
+        raise ValueError(f"submission_timeout: seconds per submission must be an integer > 0, got {submission_timeout!r}")
     src = Path(source_dir) if source_dir is not None else find_assignments_dir()
     names = _names(names, src)
     from rlbook.app.grading import Sandbox
@@ -379,17 +454,26 @@ def grade(submissions: Path | str, out: Path | str = "graded", timeout: int = DE
             _check(api.generate_assignment(name, force=True, create=True), f"generate_assignment {name}")
         points = {name: assignment_points(src / name / f"{name}.ipynb") for name in needed}
         tasks = [(Path(tmp) / "students" / f"{student}__{name}", template, submissions, student, name, points[name],
-                  timeout, out, restrict_code, seed) for student, name in pairs]
+                  timeout, out, restrict_code, seed, submission_timeout) for student, name in pairs]
         course_db = _course_gradebook(out, template, src, needed)
-        for task, (row, tests, feedback) in zip(tasks, _run_tasks(tasks, jobs)):
+        # scores.csv grows as each submission finishes (a long batch can be read, or resumed by hand, midway);
+        # it is rewritten in order at the end
+        partial = out / "scores.csv"
+        _write_csv(partial, [], SCORE_COLUMNS)
+
+        def finished(outcome):
+            with open(partial, "a", newline="") as f:
+                csv.DictWriter(f, fieldnames=SCORE_COLUMNS).writerow(
+                    {k: (f"{v:g}" if isinstance(v, float) else v) for k, v in outcome[0].items()})
+
+        for task, (row, tests, feedback) in zip(tasks, _run_tasks(tasks, jobs, finished)):
             result.rows.append(row)
             result.tests.extend(tests)
             if feedback is not None:
                 result.feedback.append(feedback)
             if row["status"] == "graded":
                 _merge_gradebook(course_db, task[0] / "gradebook.db", row["student"], row["assignment"])
-    result.scores_csv = _write_csv(out / "scores.csv", result.rows,
-                                   ["student", "assignment", "auto_score", "auto_max", "manual_max", "status", "flags", "seconds"])
+    result.scores_csv = _write_csv(out / "scores.csv", result.rows, SCORE_COLUMNS)
     result.tests_csv = _write_csv(out / "scores_by_test.csv", result.tests,
                                   ["student", "assignment", "grade_id", "kind", "score", "max_score"])
     return result
@@ -465,13 +549,19 @@ def _failed_task(task, error: BaseException):
     return row, tests, None
 
 
-def _run_tasks(tasks: list, jobs: int) -> list:
+def _run_tasks(tasks: list, jobs: int, finished=None) -> list:
     """Grade the tasks, ``jobs`` at a time, each in a worker process (one worker's death costs only
-    the submission it was grading: the others are graded again in a fresh pool)."""
+    the submission it was grading: the others are graded again in a fresh pool); ``finished(outcome)``
+    is called as each one is done."""
+    finished = finished or (lambda outcome: None)
     if jobs <= 1 or len(tasks) <= 1:
-        return [_grade_task(t) for t in tasks]
+        outcomes = []
+        for t in tasks:
+            outcomes.append(_grade_task(t))
+            finished(outcomes[-1])
+        return outcomes
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
@@ -479,27 +569,52 @@ def _run_tasks(tasks: list, jobs: int) -> list:
     pending, tries = list(range(len(tasks))), {i: 0 for i in range(len(tasks))}
     while pending:
         with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
-            futures = {i: pool.submit(_grade_task, tasks[i]) for i in pending}
+            futures = {pool.submit(_grade_task, tasks[i]): i for i in pending}
             retry = []
-            for i, future in futures.items():
+            for future in as_completed(futures):
+                i = futures[future]
                 try:
                     outcomes[i] = future.result()
+                    finished(outcomes[i])
                 except BrokenProcessPool as e:  # some worker died: grade the unfinished ones again
                     tries[i] += 1
                     if tries[i] >= 2:
                         outcomes[i] = _failed_task(tasks[i], e)
+                        finished(outcomes[i])
                     else:
                         retry.append(i)
                 except Exception as e:  # noqa: BLE001 - a submission must never stop the batch
                     outcomes[i] = _failed_task(tasks[i], e)
+                    finished(outcomes[i])
         pending = retry
         jobs = 1 if retry else jobs  # alone, a crashing submission takes no other with it
     return [outcomes[i] for i in range(len(tasks))]
 
 
+def _symlinks(folder: Path) -> list[str]:
+    """Paths under ``folder`` (itself included) that are symbolic links, relative to its parent."""
+    found = [folder.name] if folder.is_symlink() else []
+    for here, dirs, files in os.walk(folder):
+        for n in dirs + files:
+            p = Path(here) / n
+            if p.is_symlink():
+                found.append(str(p.relative_to(folder.parent)))
+    return found
+
+
 def _grade_one(root: Path, template: Path, submissions: Path, student: str, name: str,
-               points: dict[str, tuple[str, float]], timeout, out: Path, restrict_code: bool = True, seed: int = 0):
+               points: dict[str, tuple[str, float]], timeout, out: Path, restrict_code: bool = True, seed: int = 0,
+               submission_timeout: int = 0):
     """Grade one submission in its own course folder ``root``; never raises for the submission's faults."""
+    links = _symlinks(submissions / student) if (submissions / student).is_symlink() else _symlinks(submissions / student / name)
+    if links:  # a link to the instructor's notebook or to a file elsewhere: never followed, never graded
+        row, tests, _ = _failed_task((root, template, submissions, student, name, points), RuntimeError())
+        row["status"] = "rejected: the submission holds symbolic links"
+        row["flags"] = "symbolic links in the submission (not followed, not graded): " + "; ".join(
+            repr(p) for p in links[:5])
+        return row, tests, None
+    code_files = sorted(p.name for p in (submissions / student / name).iterdir()
+                        if p.suffix in (".py", ".pth", ".so", ".pyc") or (p / "__init__.py").exists())
     shutil.copytree(template / "source", root / "source")
     shutil.copy2(template / "gradebook.db", root / "gradebook.db")
     shutil.copytree(submissions / student / name, root / "submitted" / student / name,
@@ -511,9 +626,12 @@ def _grade_one(root: Path, template: Path, submissions: Path, student: str, name
     flags = []
     scores = {gid: 0.0 for gid in points}
     feedback = None
+    if code_files:  # the kernel never has its working folder on sys.path; a file there is still worth a look
+        flags.append("a Python file or package beside the notebook (never imported): "
+                     + ", ".join(repr(n) for n in code_files[:5]))
     flags += _edited_locked_cells(submissions / student / name / f"{name}.ipynb", template / "source" / name / f"{name}.ipynb")
     try:
-        api = _api(root, timeout, restrict_code, seed)
+        api = _api(root, timeout, restrict_code, seed, submission_timeout)
         res = api.autograde(name, student, force=True, create=True)
         if not res.get("success"):
             reason = _first_line((res.get("error") or "") + "\n" + (res.get("log") or ""))
@@ -621,6 +739,9 @@ def _first_line(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
+SCORE_COLUMNS = ["student", "assignment", "auto_score", "auto_max", "manual_max", "status", "flags", "seconds"]
+
+
 def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> Path:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
@@ -664,7 +785,8 @@ def _cmd_grade(args) -> int:
 
     try:
         result = grade(args.submissions, args.out, timeout=args.timeout, names=args.names or None,
-                       source_dir=_source(args), jobs=args.jobs, seed=args.seed)
+                       source_dir=_source(args), jobs=args.jobs, seed=args.seed,
+                       submission_timeout=args.submission_timeout)
     except SandboxUnavailable as e:
         print(e, file=sys.stderr)
         return 2
@@ -707,6 +829,8 @@ def add_subparser(sub) -> None:
     q.add_argument("names", nargs="*", help="assignments (default: all)")
     q.add_argument("--out", default="graded", help="folder for scores.csv and feedback/ (default: %(default)s)")
     q.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per cell (default: %(default)s)")
+    q.add_argument("--submission-timeout", type=int, default=None,
+                   help="seconds for one whole submission (default: 3 × --timeout)")
     q.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count, at most 4)")
     q.add_argument("--seed", type=int, default=None,
                    help="grading seed: the hidden tests' inputs are drawn from it (default: a fresh random one, printed)")

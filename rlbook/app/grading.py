@@ -86,6 +86,9 @@ ORACLES = frozenset({
     "softmax_score", "optimal_baseline", "exact_optimal_baseline", "estimator_variance",
     "gae", "clipped_surrogate_loss", "group_relative_advantages", "kl_k3", "kl_k1", "kl_k2",
     "seq_mean_token_mean", "token_mean", "fixed_length_mean", "cispo_loss", "gspo_loss", "grpo_loss",
+    # the library's other names for part 3's aggregations (a masked mean is token_mean; a masked sum over a
+    # constant is fixed_length_mean)
+    "masked_mean", "masked_normalize",
     "train_ppo", "reinforce",
     # the capstone's pieces (some live in rlbook.lm, which the guard poisons too)
     "completion_log_probs", "token_log_probs", "get_response_log_probs", "grpo_microbatch_train_step",
@@ -120,7 +123,22 @@ _FORBIDDEN_ATTRS = frozenset({
     "algos", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame", "tb_frame",
     "func_globals", "jit", "compiler", "utils", "serialization", "multiprocessing", "distributed",
     "backends", "cuda", "package", "fx", "export", "load", "save", "system", "popen", "environ",
-    "input_transformers_cleanup", "input_transformers_post", "ast_transformers", "events", "kernel"})
+    "input_transformers_cleanup", "input_transformers_post", "ast_transformers", "events", "kernel",
+    # typing's and functools' evaluators of annotations (they eval strings in a function's globals)
+    "get_type_hints", "ForwardRef", "evaluate_forward_ref", "get_annotations", "register", "singledispatch",
+    "singledispatchmethod", "annotationlib"})
+# IPython's input/output history (the executed test cells' sources, hidden tests included): never read
+_HISTORY_NAME = re.compile(r"^(_+|_i+|_i\d+|_\d+|_[ido]h|_exit_code)$")
+# special methods a student's class may define; the others (comparisons, conversions, __torch_function__,
+# attribute hooks) would let a returned object pass a test's check without being the right answer
+_ALLOWED_DUNDERS = frozenset({"__init__", "__post_init__", "__call__", "__repr__", "__str__", "__len__", "__iter__",
+                              "__next__", "__getitem__", "__contains__"})
+# bases a student's class may not have: a tensor, an array or a built-in value type subclassed
+_FORBIDDEN_BASES = frozenset({"Tensor", "Parameter", "ndarray", "generic", "float", "int", "bool", "complex", "str",
+                              "bytes", "tuple", "list", "dict", "set", "frozenset", "type", "object_", "float64",
+                              "float32", "UninitializedParameter", "Buffer"})
+_DUNDER_TEXT = re.compile(r"^__\w+__$")
+_BUILTIN_NAMES = frozenset(dir(__import__("builtins")))
 # errors the guard raises in the kernel: a test cell failing with one of these is flagged
 FLAG_ERRORS = ("GradingIntegrityError", "OracleCallError")
 # the output type of the guard's reports (attempted writes outside the folder, started processes):
@@ -273,7 +291,10 @@ def _kernel_env(ipc_dir: str) -> dict[str, str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
            "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "JUPYTER_RUNTIME_DIR": "/tmp/jupyter",
            "JUPYTER_DATA_DIR": "/tmp/jupyter-data", "IPYTHONDIR": "/tmp/ipython", "OMP_NUM_THREADS": "1",
-           "PYDEVD_DISABLE_FILE_VALIDATION": "1", "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor"}
+           "PYDEVD_DISABLE_FILE_VALIDATION": "1", "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor",
+           # the working folder (/submission, where a student's files lie) is never on sys.path: a torch.py
+           # beside the notebook is not imported in torch's place (Python and IPython >= 9.7 both honour it)
+           "PYTHONSAFEPATH": "1"}
     if os.environ.get("VIRTUAL_ENV"):
         env["VIRTUAL_ENV"] = os.environ["VIRTUAL_ENV"]
     return env
@@ -338,12 +359,75 @@ except ImportError:  # pragma: no cover
     Execute = NbGraderPreprocessor = object
 
 
+OUTPUT_CUT = "[the grader cut this cell's output here: more than the output limit]"
+
+
+def _output_size(msg: dict) -> int:
+    """Characters a kernel message adds to the notebook (its text and its data)."""
+    content = msg.get("content", {}) or {}
+    size = len(str(content.get("text", "")))
+    for value in (content.get("data", {}) or {}).values():
+        size += len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+    size += sum(len(str(line)) for line in content.get("traceback", []) or [])
+    return size
+
+
 class SandboxedExecute(Execute):
-    """nbgrader's ``Execute`` with its kernels in the sandbox (and their stderr discarded)."""
+    """nbgrader's ``Execute`` with its kernels in the sandbox (and their stderr discarded), a cap on
+    the output a notebook may send back (per cell and in all: a submission that prints gigabytes
+    never reaches the grader's memory), and a wall-clock budget for the whole submission (each cell
+    gets the smaller of its own timeout and what is left of the budget)."""
+
+    max_cell_output = Integer(200_000, help="characters of output kept per cell; the rest is cut").tag(config=True)
+    max_output = Integer(2_000_000, help="characters of output kept per notebook; the rest is cut").tag(config=True)
+    submission_timeout = Integer(0, help="seconds for the whole notebook (0: no budget beyond each cell's)").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs["kernel_manager_class"] = SandboxedKernelManager
         super().__init__(*args, **kwargs)
+        self._output_chars: dict[int, int] = {}
+        self._cut_cells: set[int] = set()
+        self._deadline = None
+
+    def preprocess(self, nb, resources=None, km=None):
+        import time
+
+        self._output_chars, self._cut_cells = {}, set()
+        # a cell with a budget of its own (the instructor's, set by Harden) extends the submission's by the difference
+        extra = sum(max(0, int(c.metadata.get("rlbook_timeout", 0)) - int(self.timeout or 0)) for c in nb.cells
+                    if c.cell_type == "code")
+        self._deadline = (time.monotonic() + self.submission_timeout + extra) if self.submission_timeout > 0 else None
+        return super().preprocess(nb, resources, km)
+
+    def _get_timeout(self, cell):
+        import time
+
+        timeout = super()._get_timeout(cell)
+        if cell is not None and cell.metadata.get("rlbook_timeout"):
+            timeout = int(cell.metadata["rlbook_timeout"])  # the instructor's budget for this cell
+        if self._deadline is None:
+            return timeout
+        left = max(1, int(self._deadline - time.monotonic()))
+        return left if timeout is None else min(timeout, left)
+
+    def output(self, outs, msg, display_id, cell_index):
+        if msg.get("msg_type") == "error":  # never cut: a failed test is scored by its error output
+            content = msg.get("content", {})
+            content["evalue"] = str(content.get("evalue", ""))[:2000]
+            content["traceback"] = [str(line)[:2000] for line in (content.get("traceback") or [])[-30:]]
+            return super().output(outs, msg, display_id, cell_index)
+        size = _output_size(msg)
+        before_cell = self._output_chars.get(cell_index, 0)
+        before_all = sum(self._output_chars.values())
+        if before_cell + size > self.max_cell_output or before_all + size > self.max_output:
+            if cell_index not in self._cut_cells:  # said once per cell
+                import nbformat
+
+                self._cut_cells.add(cell_index)
+                outs.append(nbformat.v4.new_output("stream", name="stdout", text=OUTPUT_CUT + "\n"))
+            return None
+        self._output_chars[cell_index] = before_cell + size  # what was kept
+        return super().output(outs, msg, display_id, cell_index)
 
 
 # --- layer 2: only definitions run ----------------------------------------------------------------------------
@@ -384,9 +468,10 @@ def _bound_names(tree) -> set[str]:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self, protected):
+    def __init__(self, protected, test_names=frozenset()):
         self.problems: list[str] = []
         self.protected = protected
+        self.test_names = test_names  # names only the test cells bind (their inputs, expected values)
         self.scopes: list[set[str]] = []  # local names of the enclosing functions
         self.args: list[set[str]] = []  # their parameters that are never rebound
 
@@ -394,7 +479,7 @@ class _Checker(ast.NodeVisitor):
         self.problems.append(f"line {getattr(node, 'lineno', '?')}: {what}")
 
     def _local(self, name):
-        return bool(self.scopes) and name in self.scopes[-1]
+        return any(name in scope for scope in self.scopes)
 
     def _argument(self, name):
         """A parameter of the enclosing function that the body never rebinds (an object of the caller's)."""
@@ -407,6 +492,39 @@ class _Checker(ast.NodeVisitor):
             self.bad(node, f"uses the private name {node.id}")
         elif node.id in ORACLE_GLOBALS and not self._local(node.id):
             self.bad(node, f"uses the notebook's reference {node.id}")
+        elif _HISTORY_NAME.match(node.id) and not self._local(node.id):
+            self.bad(node, f"reads IPython's history name {node.id}")
+        elif node.id in self.test_names and isinstance(node.ctx, ast.Load) and not self._local(node.id):
+            self.bad(node, f"reads {node.id}, a name of the tests")
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and _DUNDER_TEXT.match(node.value):
+            self.bad(node, f"names the special attribute {node.value!r} in a string")
+
+    def _annotation(self, node):
+        """An annotation is checked like any expression, and may not be a string (typing's helpers
+        evaluate strings in the function's globals, out of this checker's sight)."""
+        if node is None:
+            return
+        if any(isinstance(n, (ast.Constant, ast.JoinedStr)) and isinstance(getattr(n, "value", ""), str)
+               for n in ast.walk(node)):
+            self.bad(node, "has a string annotation")
+        self.visit(node)
+
+    def visit_AnnAssign(self, node):
+        self._annotation(node.annotation)
+        self.visit(node.target)
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_MatchClass(self, node):
+        """``case C(attr=x)`` reads ``attr``: checked like ``.attr``."""
+        for attr in node.kwd_attrs:
+            if attr.startswith("_") or attr in _FORBIDDEN_ATTRS:
+                self.bad(node, f"reaches the attribute .{attr} through a match pattern")
+            elif attr in ORACLES:
+                self.bad(node, f"uses the library's implementation .{attr} through a match pattern")
+        self.generic_visit(node)
 
     def visit_Attribute(self, node):
         if node.attr.startswith("_") and not (
@@ -495,9 +613,9 @@ class _Checker(ast.NodeVisitor):
             self.visit(d)
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
             if a is not None and a.annotation is not None:
-                self.visit(a.annotation)
+                self._annotation(a.annotation)
         if node.returns is not None:
-            self.visit(node.returns)
+            self._annotation(node.returns)
         self.scopes.append(local)
         self.args.append(params - rebound)
         for stmt in node.body:
@@ -523,20 +641,68 @@ class _Checker(ast.NodeVisitor):
         for b in node.bases:
             if not isinstance(b, (ast.Name, ast.Attribute)):
                 self.bad(node, f"class {node.name} has a computed base")
+            elif (b.id if isinstance(b, ast.Name) else b.attr) in _FORBIDDEN_BASES:
+                self.bad(node, f"class {node.name} subclasses {ast.unparse(b)} (a tensor, an array or a value type)")
             self.visit(b)
         for stmt in node.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Pass)):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith(("_repr_", "_ipython_")):
+                self.bad(stmt, f"class {node.name} defines {stmt.name} (IPython would display what it returns)")
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith("__") \
+                    and stmt.name not in _ALLOWED_DUNDERS:
+                self.bad(stmt, f"class {node.name} defines {stmt.name} (allowed special methods: "
+                               f"{', '.join(sorted(_ALLOWED_DUNDERS))})")
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Pass)):
                 self.visit(stmt)
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 pass
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _is_constant(stmt.value):
-                pass
+                if isinstance(stmt, ast.AnnAssign):
+                    self._annotation(stmt.annotation)
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                    if isinstance(t, ast.Name) and t.id.startswith("__"):
+                        self.bad(stmt, f"class {node.name} sets {t.id}")
             else:
                 self.bad(stmt, f"class {node.name}'s body runs code")
 
 
-def restrict(source: str, protected: set[str] = frozenset()) -> tuple[str | None, list[str], list[str]]:
+def _left_out_names(source: str) -> set[str]:
+    """Names bound by the top-level statements :func:`restrict` leaves out (a computed constant,
+    ``N = len(x)``; a loop's variable), which the code that runs would then not find."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Expr,
+                             ast.Pass)):
+            continue
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None and _is_constant(stmt.value):
+            continue
+        names |= _bound_names(ast.Module(body=[stmt], type_ignores=[]))
+    return names
+
+
+def _free_loads(source: str) -> set[str]:
+    """Names the code reads that it does not bind itself (in the function that reads them, or at the top)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    bound |= _bound_names(tree)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
+
+
+def restrict(source: str, protected: set[str] = frozenset(),
+             test_names: set[str] = frozenset()) -> tuple[str | None, list[str], list[str]]:
     """What of a student's code cell runs at grading time.
+
+    ``protected`` are the names the instructor's cells bind (a student may not rebind them);
+    ``test_names`` those that only the test cells bind (a student's code may not read them: they hold
+    the tests' inputs and expected values). Names of Python's built-ins may not be rebound at the top
+    level either (a ``def len`` there would change what every later test cell calls).
 
     Returns:
         ``(code, flags, dropped)``: ``code`` holds the cell's function and class definitions, allowed
@@ -548,7 +714,7 @@ def restrict(source: str, protected: set[str] = frozenset()) -> tuple[str | None
         tree = ast.parse(source)
     except SyntaxError as e:
         return f"raise SyntaxError({str(e)!r})", [], []
-    checker = _Checker(protected)
+    checker = _Checker(protected, test_names)
     checker.visit(tree)
     if checker.problems:
         return None, checker.problems, []
@@ -569,6 +735,10 @@ def restrict(source: str, protected: set[str] = frozenset()) -> tuple[str | None
         if not names:
             dropped.append(f"line {stmt.lineno}: {kind}")
             continue
+        shadowed = names & _BUILTIN_NAMES
+        if shadowed:
+            flags.append(f"line {stmt.lineno}: redefines the built-in {', '.join(sorted(shadowed))} (not run)")
+            continue
         clash = names & set(protected)
         if clash and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
             flags.append(f"line {stmt.lineno}: redefines {', '.join(sorted(clash))}, which the instructor's cells define")
@@ -585,9 +755,9 @@ def restrict(source: str, protected: set[str] = frozenset()) -> tuple[str | None
 # --- layer 3: the guard in the kernel -------------------------------------------------------------------------
 
 GUARD = r'''
-def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, flag_mime):
+def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, flag_mime, secret):
     import builtins, functools, os, sys, warnings
-    import numpy, torch, torch.nn.functional, torch.testing
+    import numpy, torch, torch.nn.functional, torch.testing, torch.testing._comparison
     import rlbook
     ip = get_ipython()
     ns = ip.user_ns
@@ -614,6 +784,7 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, 
                                           "a submission may not call it")
                 f = f.f_back
             return fn(*args, **kwargs)
+        del guarded.__wrapped__  # functools.wraps's way back to the unguarded implementation
         return guarded
 
     import importlib
@@ -636,7 +807,8 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, 
     per_request = {("builtins", "input"), ("builtins", "raw_input"), ("builtins", "getpass"), ("builtins", "_"),
                    ("builtins", "__"), ("builtins", "___")}
     spaces = {"rlbook": rlbook, "rlbook.lm": rlbook.lm, "torch": torch, "torch.testing": torch.testing, "numpy": numpy,
-              "torch.nn.functional": torch.nn.functional, "builtins": builtins}
+              "torch.testing._comparison": torch.testing._comparison, "torch.nn.functional": torch.nn.functional,
+              "builtins": builtins}
     def state():
         s = {}
         for label, mod in spaces.items():
@@ -767,7 +939,7 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, 
         reported[0] = len(attempts)
         if new:
             from IPython.display import publish_display_data
-            publish_display_data({flag_mime: {"flags": sorted(set(new))[:12]}})
+            publish_display_data({flag_mime: {"secret": secret, "flags": sorted(set(new))[:12]}})
 
     protected_fns = set()
 
@@ -809,17 +981,18 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, 
 
     return Guard()
 
-_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, ORACLE_MODULES, PROTECTED, FLAG_MIME)
+_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, ORACLE_MODULES, PROTECTED, FLAG_MIME, FLAG_SECRET)
 del _rlbook_make_guard
 '''
 
 
-def _guard_source(protected: set[str]) -> str:
-    return (GUARD.replace("ORACLE_ATTRS", json.dumps(sorted(ORACLES)))
+def _guard_source(protected: set[str], secret: str = "") -> str:
+    return (GUARD.replace("FLAG_SECRET", json.dumps(str(secret)))
+            .replace("ORACLE_ATTRS", json.dumps(sorted(ORACLES)))
             .replace("ORACLE_GLOBALS", json.dumps(sorted(ORACLE_GLOBALS)))
             .replace("ORACLE_MODULES", json.dumps(list(ORACLE_MODULES)))
             .replace("PROTECTED", json.dumps(sorted(protected)))
-            .replace("FLAG_MIME)", json.dumps(FLAG_MIME) + ")"))
+            .replace("FLAG_MIME,", json.dumps(FLAG_MIME) + ","))
 
 
 # --- nbgrader preprocessors ------------------------------------------------------------------------------------
@@ -848,6 +1021,54 @@ def _with_seed(source: str, seed: int) -> str:
     return _SEED_NAME.sub(str(int(seed)), source)
 
 
+# What of a notebook's outputs reaches the feedback page and the formgrader: text, images, LaTeX, and HTML
+# reduced to formatting tags (no script, style, frame, form, image, or event attribute). Everything else
+# (JavaScript, SVG, widget views) is dropped.
+_SAFE_MIMES = ("text/plain", "image/png", "image/jpeg", "text/latex")
+_SAFE_TAGS = frozenset({"a", "abbr", "b", "blockquote", "br", "code", "div", "em", "h1", "h2", "h3", "h4", "h5", "h6",
+                        "hr", "i", "li", "ol", "p", "pre", "span", "strong", "sub", "sup", "table", "tbody", "td",
+                        "tfoot", "th", "thead", "tr", "ul", "caption", "dl", "dt", "dd", "small", "tt", "kbd"})
+_SAFE_ATTRIBUTES = {"a": ["href", "title"], "td": ["colspan", "rowspan", "align"], "th": ["colspan", "rowspan", "align"],
+                    "abbr": ["title"]}
+
+
+def sanitize_html(html: str) -> str:
+    """``html`` with only formatting tags left (``bleach``, an allow-list: no ``<script>``, ``<style>``,
+    ``<iframe>``, ``<img>``, ``<svg>`` or ``on*=`` attribute survives; links only to http(s)/mailto)."""
+    import bleach
+
+    return bleach.clean(html, tags=_SAFE_TAGS, attributes=_SAFE_ATTRIBUTES,
+                        protocols={"http", "https", "mailto"}, strip=True, strip_comments=True)
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def escape_markdown_html(text: str) -> str:
+    """A student's Markdown with every ``<`` that could open an HTML tag, comment or declaration
+    (``<`` before a letter, ``/``, ``!`` or ``?``) escaped as ``&lt;``: no raw HTML survives the
+    renderer (the formgrader's and the feedback page's); ``a < b`` and ``$a<b$`` read the same."""
+    return _TAG_START.sub("&lt;", text)
+
+
+def sanitize_output(output: dict) -> dict:
+    """A notebook output as the feedback page and the formgrader may show it (see :func:`sanitize_html`)."""
+    data = output.get("data")
+    if not isinstance(data, dict):
+        return output
+    kept = {k: v for k, v in data.items() if k in _SAFE_MIMES}
+    if "text/html" in data:
+        html = data["text/html"]
+        kept["text/html"] = sanitize_html("".join(html) if isinstance(html, list) else str(html))
+    if "text/markdown" in data:
+        md = data["text/markdown"]
+        kept["text/markdown"] = escape_markdown_html("".join(md) if isinstance(md, list) else str(md))
+    if not kept:
+        kept["text/plain"] = "[an output the grader does not show]"
+    output["data"] = kept
+    return output
+
+
 class Harden(NbGraderPreprocessor):
     """Before execution: the instructor's locked code cells take their source from the instructor's
     notebook (test cells get the guard's check before and after), every other code cell is reduced to
@@ -856,35 +1077,55 @@ class Harden(NbGraderPreprocessor):
 
     source_root = Unicode("", help="the course's source/ folder (instructor notebooks)").tag(config=True)
     restrict = Bool(True, help="reduce student cells to definitions (False only to test the other layers)").tag(config=True)
-    grading_seed = Integer(0, help="replaces GRADING_SEED in the instructor's cells (the hidden tests' inputs)").tag(config=True)
+    grading_seed = Integer(-1, help="replaces GRADING_SEED in the instructor's cells (the hidden tests' inputs); "
+                                    "-1 (unset): refuse to grade").tag(config=True)
 
     def preprocess(self, nb, resources):
         import nbformat
 
         ids = resources["nbgrader"]
+        if not 0 <= self.grading_seed < 2**31:
+            raise ValueError("Harden.grading_seed is not set: the hidden tests need a secret grading seed in [0, 2**31) "
+                             "(rlbook.app.assignments.configure_nbgrader sets one)")
+        if not self.source_root:
+            raise ValueError("Harden.source_root is not set: the folder of the instructor's notebooks "
+                             "(rlbook.app.assignments.configure_nbgrader sets it)")
         src_path = Path(self.source_root) / ids["assignment"] / f"{ids['notebook']}.ipynb"
         source_nb = nbformat.read(str(src_path), as_version=4)
         trusted = _trusted_cells(source_nb)
         graded = {_nbmeta(c).get("grade_id") for c in source_nb.cells if _nbmeta(c).get("grade")}
-        protected, rebound_by_tests = set(), set()
+        # a test's own time budget, from the instructor's notebook only (``"rlbook": {"timeout": s}``)
+        budgets = {_nbmeta(c).get("grade_id"): int(c.metadata.get("rlbook", {}).get("timeout", 0))
+                   for c in source_nb.cells if c.metadata.get("rlbook", {}).get("timeout")}
+        protected, rebound_by_tests, setup_names = set(), set(), set()
         for gid, text in trusted.items():
             try:
-                names = _bound_names(ast.parse(text))
+                names = _bound_names(ast.parse(_with_seed(text, 0)))
             except SyntaxError:
                 continue
             protected |= names
             if gid in graded:
                 rebound_by_tests |= names
+            else:
+                setup_names |= names
         watched = protected - rebound_by_tests  # the setup cells' names no test rebinds
+        test_names = rebound_by_tests - setup_names  # the tests' own inputs and expected values
+        import secrets
+
+        secret = secrets.token_hex(16)  # the guard's reports carry it: an output that lacks it is forged
         flags, notes = [], []
         cells, guard_done = [], False
+        kept_code, left_out = [], set()
         for cell in nb.cells:
+            cell.metadata.pop("rlbook_timeout", None)  # never the submission's own
             if cell.cell_type != "code":
                 cells.append(cell)
                 continue
             m = _nbmeta(cell)
             gid = m.get("grade_id")
             cell.metadata["rlbook_original"] = cell.source
+            if gid in budgets and gid in trusted:
+                cell.metadata["rlbook_timeout"] = budgets[gid]
             if gid in trusted and m.get("locked") and not m.get("solution"):
                 if cell.source != trusted[gid]:
                     flags.append(f"{gid}: the submitted test/setup cell differs from the instructor's (restored)")
@@ -896,11 +1137,14 @@ class Harden(NbGraderPreprocessor):
                 cells.append(cell)
                 continue
             if not guard_done:
-                guard = nbformat.v4.new_code_cell(_guard_source(watched))
+                guard = nbformat.v4.new_code_cell(_guard_source(watched, secret))
                 guard.metadata["rlbook_guard"] = True
                 cells.append(guard)
                 guard_done = True
-            code, why, dropped = restrict(cell.source, protected) if self.restrict else (cell.source, [], [])
+            code, why, dropped = restrict(cell.source, protected, test_names) if self.restrict else (cell.source, [], [])
+            if self.restrict and code is not None:
+                kept_code.append(code)
+                left_out |= _left_out_names(cell.source)
             where = gid or f"cell {len(cells)}"
             if code is None:
                 flags += [f"{where}: not run: {w}" for w in why]
@@ -910,6 +1154,10 @@ class Harden(NbGraderPreprocessor):
                 notes += [f"{where}: {d} not run" for d in dropped]
                 cell.source = code
             cells.append(cell)
+        used = set().union(*[_free_loads(code) for code in kept_code]) if kept_code else set()
+        for name in sorted((left_out & used) - protected - _BUILTIN_NAMES):
+            flags.append(f"{name}: set by a statement left out at grading (a computed value) but read by the code "
+                         "that runs (it will be undefined)")
         if guard_done:  # what student code attempted after the last test
             end = nbformat.v4.new_code_cell("_rlbook_guard.report()")
             end.metadata["rlbook_guard_report"] = True
@@ -917,6 +1165,7 @@ class Harden(NbGraderPreprocessor):
         nb.cells = cells
         resources.setdefault("rlbook", {})["flags"] = flags
         resources["rlbook"]["notes"] = notes
+        resources["rlbook"]["secret"] = secret
         return nb, resources
 
 
@@ -930,16 +1179,27 @@ class Judge(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         flags = list(resources.get("rlbook", {}).get("flags", []))
         notes = list(resources.get("rlbook", {}).get("notes", []))
-        cells, attempted = [], []
+        secret = resources.get("rlbook", {}).get("secret")
+        cells, attempted, forged, cut = [], [], False, False
         for cell in nb.cells:
             if cell.cell_type == "code":
                 kept = []
                 for o in cell.get("outputs", []):
                     if o.get("output_type") in ("display_data", "execute_result") and FLAG_MIME in o.get("data", {}):
-                        attempted += [str(a) for a in (o["data"][FLAG_MIME] or {}).get("flags", [])]
+                        report = o["data"][FLAG_MIME] if isinstance(o["data"][FLAG_MIME], dict) else {}
+                        if secret and report.get("secret") == secret:
+                            attempted += [repr(str(a))[:200] for a in report.get("flags", [])]
+                        else:
+                            forged = True
                     else:
+                        cut = cut or (o.get("output_type") == "stream" and OUTPUT_CUT in str(o.get("text", "")))
                         kept.append(o)
-                cell.outputs = kept
+                cell.outputs = [sanitize_output(o) for o in kept]
+            elif cell.cell_type == "markdown" and not _nbmeta(cell).get("locked"):
+                escaped = escape_markdown_html(cell.source)  # a student's written answer
+                if escaped != cell.source:
+                    flags.append(f"{_nbmeta(cell).get('grade_id', 'a Markdown cell')}: raw HTML in a written answer (escaped)")
+                cell.source = escaped
             if cell.metadata.get("rlbook_guard_report"):
                 continue
             if cell.metadata.get("rlbook_guard"):
@@ -953,11 +1213,16 @@ class Judge(NbGraderPreprocessor):
                     if m.get("grade") and o.get("output_type") == "stream" and o.get("name") == "stderr":
                         o["name"] = "stdout"
                     if o.get("output_type") == "error" and o.get("ename") in FLAG_ERRORS:
-                        flags.append(f"{m.get('grade_id', 'a cell')}: {o.get('ename')}: {o.get('evalue', '')[:200]}")
+                        flags.append(f"{m.get('grade_id', 'a cell')}: {o.get('ename')}: {str(o.get('evalue', ''))[:200]!r}")
                 if "rlbook_original" in cell.metadata:
                     cell.source = cell.metadata.pop("rlbook_original")
             cells.append(cell)
         nb.cells = cells
+        nb.metadata.pop("widgets", None)  # widget state would load and run widget code where the notebook is shown
+        if forged:
+            flags.append("an output imitated the grader's report without its secret (ignored)")
+        if cut:
+            flags.append("printed more than the output limit (cut)")
         if attempted:
             unique = list(dict.fromkeys(attempted))
             flags.append("attempted outside its folder (the sandbox refused): " + "; ".join(unique[:8])
