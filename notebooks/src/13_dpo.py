@@ -68,14 +68,16 @@ print("size:", SIZE)
 # $$\mathcal L_{\text{DPO}}(\theta) = -\,\mathbb E_{(x, y_w, y_l)}\Bigl[\log\sigma\bigl(\hat r_\theta(x, y_w) - \hat r_\theta(x, y_l)\bigr)\Bigr]. \tag{13.2}$$
 #
 # This is (12.3), the reward model's loss, with the reward model replaced by the policy's implicit
-# reward: "your language model is secretly a reward model", as the paper's title says. With
-# $h = \hat r_\theta(y_w) - \hat r_\theta(y_l)$, the gradient is
+# reward: "your language model is secretly a reward model", as the paper's title says. With the
+# **log-ratio margin** $h = \log\frac{\pi_\theta(y_w\mid x)}{\pi_{\text{ref}}(y_w\mid x)} - \log\frac{\pi_\theta(y_l\mid x)}{\pi_{\text{ref}}(y_l\mid x)}$
+# (the letter keeps this meaning through the chapter, in the library's docstrings and in the explorer),
+# the implicit-reward margin is $\hat r_\theta(y_w) - \hat r_\theta(y_l) = \beta h$, and the gradient is
 #
-# $$\nabla_\theta\mathcal L_{\text{DPO}} = -\,\beta\,\mathbb E\Bigl[\underbrace{\sigma(-h)}_{\text{weight}}\,
+# $$\nabla_\theta\mathcal L_{\text{DPO}} = -\,\beta\,\mathbb E\Bigl[\underbrace{\sigma(-\beta h)}_{\text{weight}}\,
 # \bigl(\nabla_\theta\log\pi_\theta(y_w\mid x) - \nabla_\theta\log\pi_\theta(y_l\mid x)\bigr)\Bigr]. \tag{13.3}$$
 #
 # Each pair raises the log-likelihood of the chosen answer and lowers that of the rejected one, weighted
-# by $\sigma(-h) = \sigma(\hat r_\theta(y_l) - \hat r_\theta(y_w))$: how wrongly the implicit reward orders the pair. A
+# by $\sigma(-\beta h) = \sigma(\hat r_\theta(y_l) - \hat r_\theta(y_w))$: how wrongly the implicit reward orders the pair. A
 # pair the policy already ranks right by a wide margin contributes almost nothing; a pair it ranks the
 # wrong way contributes fully. Without the weight, (13.3) would be "unlikelihood" training, which
 # Rafailov et al. found to collapse the model.
@@ -86,14 +88,14 @@ print("size:", SIZE)
 # | $\log\pi_{\text{ref}}(y_w\mid x)$, $\log\pi_{\text{ref}}(y_l\mid x)$ | `ref_chosen_log_probs`, `ref_rejected_log_probs` | `(B,)` |
 # | $\hat r_\theta$ | `rl.implicit_rewards(log_probs, ref_log_probs, beta)` | `(B,)` |
 # | $\mathcal L_{\text{DPO}}$ per pair, (13.2) | `rl.dpo_loss(...)` | `(B,)` |
-# | $\sigma(-h)$, (13.3) | `rl.dpo_gradient_weight(chosen_rewards, rejected_rewards)` | `(B,)` |
+# | $\sigma(-\beta h)$, (13.3) | `rl.dpo_gradient_weight(chosen_rewards, rejected_rewards)` | `(B,)` |
 
 # %%
 print(inspect.getsource(rl.dpo_loss).split('"""')[-1])
 
 # %% [markdown]
 # **Checked with autograd.** On random log-probabilities, the gradient autograd finds for (13.2) in the
-# chosen and rejected log-probabilities is $\mp\beta\,\sigma(-h)$, as (13.3) says.
+# chosen and rejected log-probabilities is $\mp\beta\,\sigma(-\beta h)$, as (13.3) says.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -103,9 +105,36 @@ chosen, rejected = (-5 * torch.rand(B, dtype=torch.float64, generator=g)).requir
 ref_chosen, ref_rejected = -5 * torch.rand(B, dtype=torch.float64, generator=g), -5 * torch.rand(B, dtype=torch.float64, generator=g)
 rl.dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta).sum().backward()
 weight = rl.dpo_gradient_weight(rl.implicit_rewards(chosen, ref_chosen, beta), rl.implicit_rewards(rejected, ref_rejected, beta)).detach()
-print("∂L/∂log π(y_w) = −β·σ(−h) to 1e-15:", bool(torch.allclose(chosen.grad, -beta * weight, atol=1e-15)))
-print("∂L/∂log π(y_l) = +β·σ(−h) to 1e-15:", bool(torch.allclose(rejected.grad, beta * weight, atol=1e-15)))
+print("∂L/∂log π(y_w) = −β·σ(−βh) to 1e-15:", bool(torch.allclose(chosen.grad, -beta * weight, atol=1e-15)))
+print("∂L/∂log π(y_l) = +β·σ(−βh) to 1e-15:", bool(torch.allclose(rejected.grad, beta * weight, atol=1e-15)))
 assert torch.allclose(chosen.grad, -beta * weight, atol=1e-15) and torch.allclose(rejected.grad, beta * weight, atol=1e-15)
+
+# %% [markdown]
+# **On a language model, one pair.** The same loss on a real pair: a prompt, a chosen and a rejected
+# answer, each scored by a causal LM as the sum of its answer tokens' log-probabilities (the prompt's
+# tokens are context, not scored). `rl.lm.compute_per_instance_dpo_loss` does this for one pair with the
+# signature of Stanford CS336's alignment assignment (2025, assignment 5); below it runs on a small GPT-2
+# (freshly initialised: the loss is defined for any model) against a reference that is a copy with its
+# weights perturbed, and it equals `rl.dpo_loss` on the four sequence log-probabilities that
+# `rl.lm.sequence_log_probs` gives.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+lm_tok = rl.lm.build_char_tokenizer()
+lm = rl.lm.build_policy(rl.lm.policy_config(lm_tok, n_layer=1, n_embd=32, n_head=2), seed=0, device="cpu").double()
+lm_ref = copy.deepcopy(lm)
+with torch.no_grad():
+    for p in lm_ref.parameters():
+        p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1), dtype=p.dtype))
+pair = ("17+25=", "42", "43")  # prompt, chosen, rejected
+per_instance = rl.lm.compute_per_instance_dpo_loss(lm, lm_ref, lm_tok, 0.1, *pair)
+encoded = rl.lm.encode_preference_pairs(lm_tok, [pair[0]], [pair[1]], [pair[2]])
+with torch.no_grad():
+    (pol_c, pol_r), (ref_c, ref_r) = rl.lm.sequence_log_probs(lm, **encoded), rl.lm.sequence_log_probs(lm_ref, **encoded)
+by_hand = rl.dpo_loss(pol_c[None], pol_r[None], ref_c[None], ref_r[None], 0.1)[0]
+print(f"per-instance DPO loss {per_instance.item():.6f} nats; rl.dpo_loss on the four sequence log-probs "
+      f"{by_hand.item():.6f}; equal to 1e-12: {abs(per_instance.item() - by_hand.item()) < 1e-12}")
+assert abs(per_instance.item() - by_hand.item()) < 1e-12
 
 # %% [markdown]
 # ## 13.2 Over the whole population of pairs, DPO's minimiser is π*
@@ -194,7 +223,7 @@ rl.claim("ends with *less* probability than", blind_right - ref_probs[RIGHT].ite
 # gets there (asymptotically; on a network trained for a fixed number of steps, $\beta$ also changes
 # where it stops). Azar et al. 2023
 # (arXiv:2310.12036) made this argument and proposed **IPO**, which regresses the log-ratio margin onto a
-# fixed target, $\bigl(h_{\log} - \tfrac{1}{2\tau}\bigr)^2$ with $h_{\log} = \log\frac{\pi_\theta(y_w)\,\pi_{\text{ref}}(y_l)}{\pi_\theta(y_l)\,\pi_{\text{ref}}(y_w)}$: a
+# fixed target, $\bigl(h - \tfrac{1}{2\tau}\bigr)^2$ with $h = \log\frac{\pi_\theta(y_w)\,\pi_{\text{ref}}(y_l)}{\pi_\theta(y_l)\,\pi_{\text{ref}}(y_w)}$, §13.1's log-ratio margin: a
 # squared loss has a finite minimiser. We run both with Adam and follow the KL from $\pi_{\text{ref}}$, with
 # $\beta = \tau = 2$, where $\pi^*$ keeps some spread.
 
@@ -437,8 +466,8 @@ rl.claim("more than the chosen", (start_r - end_r) / (start_c - end_c), low=1.2)
 #
 # | `loss_type` | per-pair loss (margins in the units shown) | reference model | source |
 # |---|---|---|---|
-# | `sigmoid` (DPO) | $-\log\sigma(\beta\,h_{\log})$, $h_{\log} = \log\frac{\pi_\theta(y_w)}{\pi_{\text{ref}}(y_w)} - \log\frac{\pi_\theta(y_l)}{\pi_{\text{ref}}(y_l)}$ | yes | Rafailov et al. 2023, eq. 7 |
-# | `ipo` | $\bigl(\bar h_{\log} - \tfrac{1}{2\tau}\bigr)^2$, per-token averages of the log-ratios | yes | Azar et al. 2023, arXiv:2310.12036, eq. 17 |
+# | `sigmoid` (DPO) | $-\log\sigma(\beta\,h)$, $h = \log\frac{\pi_\theta(y_w)}{\pi_{\text{ref}}(y_w)} - \log\frac{\pi_\theta(y_l)}{\pi_{\text{ref}}(y_l)}$ | yes | Rafailov et al. 2023, eq. 7 |
+# | `ipo` | $\bigl(\bar h - \tfrac{1}{2\tau}\bigr)^2$, $\bar h$ the same margin of per-token averages of the log-ratios | yes | Azar et al. 2023, arXiv:2310.12036, eq. 17 |
 # | `simpo` | $-\log\sigma\bigl(\tfrac{\beta}{\lvert y_w\rvert}\log\pi_\theta(y_w) - \tfrac{\beta}{\lvert y_l\rvert}\log\pi_\theta(y_l) - \gamma\bigr)$ | no | Meng, Xia & Chen 2024, arXiv:2405.14734, eq. 6 |
 # | `orpo` | $-\tfrac{1}{\lvert y_w\rvert}\log\pi_\theta(y_w) - \lambda\log\sigma\bigl(\log\tfrac{\text{odds}_\theta(y_w)}{\text{odds}_\theta(y_l)}\bigr)$, odds $= \tfrac{p}{1-p}$ of the per-token mean probability $p$ | no | Hong, Lee & Thorne 2024, arXiv:2403.07691, eqs. 4–7 |
 #
@@ -488,7 +517,7 @@ print("SimPO at 0.7, β = 1, γ = 1:", f"{rl.simpo_loss(m, z, 1.0, 1.0).item():.
 print("DPO's weight at h = 0.7:", f"{rl.dpo_gradient_weight(m, z).item():.6f}", "= σ(−0.7) =", f"{1 / (1 + math.exp(0.7)):.6f}")
 
 # %% [markdown]
-# DPO's weight $\sigma(-h)$ fades but never reaches zero, which is §13.3's drift in one picture; IPO's
+# DPO's weight $\sigma(-\beta h)$ fades but never reaches zero, which is §13.3's drift in one picture; IPO's
 # weight crosses zero at its target and turns negative beyond it; SimPO's is DPO's, shifted by its margin
 # $\gamma$. The bridge to TRL (`rlbook.preference_bridge`) expresses the same settings as TRL's `DPOConfig` and
 # checks, in float64, that our sigmoid and IPO losses and their gradients equal TRL's on one batch.
@@ -965,7 +994,7 @@ assert abs(dpo_twice - 2 * dpo_once) < 1e-12 and abs(simpo_twice - simpo_once) <
 #   $\max_\pi \mathbb E[r - \alpha|y|] - \beta\,\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}})$. Its optimum gives
 #   $r = \beta\log(\pi^*/\pi_{\text{ref}}) + \alpha|y| + \beta\log Z(x)$, and Bradley–Terry on that reward is
 #
-#   $$\mathcal L_{\text{R-DPO}} = -\log\sigma\bigl(\beta h_{\log} + \alpha\,(|y_w| - |y_l|)\bigr). \tag{13.6}$$
+#   $$\mathcal L_{\text{R-DPO}} = -\log\sigma\bigl(\beta h + \alpha\,(|y_w| - |y_l|)\bigr). \tag{13.6}$$
 #
 #   The length gap is credited to the pair: where the preferred answer is the longer one, part of the
 #   preference is already explained by length, and the policy's own margin is pushed less. With
@@ -1264,7 +1293,7 @@ rl.claim("right answer ends far below", min(right_gap), high=-0.3)
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 3
 #
-# For one pair with margin $h$ the cDPO loss is $-(1-\varepsilon)\log\sigma(\beta h) - \varepsilon\log\sigma(-\beta h)$; its derivative
+# For one pair with log-ratio margin $h$ the cDPO loss is $-(1-\varepsilon)\log\sigma(\beta h) - \varepsilon\log\sigma(-\beta h)$; its derivative
 # in $\beta h$ is $-(1-\varepsilon)\sigma(-\beta h) + \varepsilon\,\sigma(\beta h)$, zero where $e^{\beta h} = (1-\varepsilon)/\varepsilon$. A finite
 # minimiser for every pair means a finite empirical minimiser, so the KL levels off.
 
@@ -1277,8 +1306,8 @@ print("KL(π‖π_ref) every 500 steps, cDPO:", " ".join(f"{x:.3f}" for x in kl_
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 4
 #
-# IPO's per-pair loss $(h_{\log} - \tfrac{1}{2\tau})^2$ is smallest at $h_{\log} = 1/(2\tau)$. cDPO's minimiser in
-# log-ratio units is $h_{\log} = \tfrac{1}{\beta}\log\tfrac{1-\varepsilon}{\varepsilon}$, so the two agree when
+# IPO's per-pair loss $(h - \tfrac{1}{2\tau})^2$ is smallest at $h = 1/(2\tau)$. cDPO's minimiser in
+# log-ratio units is $h = \tfrac{1}{\beta}\log\tfrac{1-\varepsilon}{\varepsilon}$, so the two agree when
 # $\tau = \beta / (2\log\tfrac{1-\varepsilon}{\varepsilon})$; at $\beta = 2$, $\varepsilon = 0.1$ that is $\tau \approx 0.455$.
 
 # %% tags=["solution"]
