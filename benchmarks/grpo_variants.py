@@ -31,7 +31,10 @@ Columns: held-out pass@1, pass@8, greedy accuracy, mean tokens of right and of w
 ScaleRL sigmoid R(C) = R0 + (A − R0)/(1 + (C_mid/C)^B) of held-out pass@1 (100 problems × 8 samples,
 evaluated at steps 1, 2, 3 and every 5th) against completions generated, per seed (A, the asymptote;
 C_mid, the completions at half the gain; ``rl.fit_compute_curve`` with R0 the pass@1 before RL).
-Each cell is the mean over seeds with its 95 % interval (Student t for the metrics, BCa bootstrap
+From each run's training logs also its mean clip fraction (the share of loss tokens whose gradient the
+trust region zeroed; over all steps and over the last 10), its share of completions cut at the token
+budget and its share of groups with no reward variance (``print_logged``). Each cell is the mean over
+seeds with its 95 % interval (Student t for the metrics, BCa bootstrap
 for A and C_mid). C_mid is "not identified" unless every seed's fit converged, no seed's A sits at
 its bound, and C_mid's interval lies inside the evaluated range of compute (an interval outside it
 is an extrapolation).
@@ -88,7 +91,15 @@ ABLATION = ["grpo_b0"] + [name for name, _ in _ABLATION_STEPS] + ["dapo"]
 FAMILY = ["grpo_b0", "grpo_b004", "dr_grpo", "dapo", "rloo", "cispo", "gspo", "maxrl", "dppo", "prorl_reset10",
           "scalerl", "ppo_critic_b004"]
 CONFOUNDS = ["grpo_b0", "grpo_b0_no_std", "grpo_b0_fixed_length", "dr_grpo", "grpo_b0_token_mean", "cispo"]
-METRICS = ("pass@1", "pass@8", "greedy", "len_right", "len_wrong", "completions", "seconds", "A", "C_mid")
+METRICS = ("pass@1", "pass@8", "greedy", "len_right", "len_wrong", "completions", "seconds", "A", "C_mid",
+           "clip_fraction", "clip_fraction_last10", "truncated_fraction", "zero_variance_groups")
+# Per-run means of the per-step training logs (``rl.train_grpo``'s History; steps without an update skipped):
+# clip_fraction, the share of loss tokens whose gradient the trust region zeroed (PPO's clip, GSPO's sequence
+# clip, DPPO's mask; for CISPO the share whose weight was clipped), last pass of each step, and its mean over
+# the last 10 steps; truncated_fraction, the sampled completions that hit the 24-token budget without EOS;
+# zero_variance_groups, the sampled groups whose G rewards are all equal (no policy-gradient signal).
+_LOGGED = {"clip_fraction": "clip_fraction", "truncated_fraction": "truncated_fraction",
+           "zero_variance_groups": "frac_zero_variance_groups"}
 RESULTS_LOG = "grpo_variants_runs.jsonl"
 
 
@@ -164,6 +175,11 @@ def one_run(job) -> dict:
     result = dict(name=name, seed=seed, budget=budget, **final_eval(policy, tok, task), seconds=seconds,
                   completions=float(np.sum(history["completions_generated"])),
                   curve=[compute.tolist(), reward.tolist()])
+    for key, logged in _LOGGED.items():
+        series = np.asarray(history[logged], float)
+        result[key] = float(np.nanmean(series))
+    clip = np.asarray(history["clip_fraction"], float)
+    result["clip_fraction_last10"] = float(np.nanmean(clip[np.isfinite(clip)][-10:]))
     keep = compute > 0  # the point before any RL is R0, not a point of the curve
     try:
         fit = rl.fit_compute_curve(compute[keep], reward[keep], r0=float(reward[0]))
@@ -180,7 +196,8 @@ def summarise(per_seed: dict, curves: dict) -> dict:
     out = {}
     for name, values in per_seed.items():
         row = {}
-        for m in ("pass@1", "pass@8", "greedy", "len_right", "len_wrong", "completions", "seconds"):
+        for m in ("pass@1", "pass@8", "greedy", "len_right", "len_wrong", "completions", "seconds", "clip_fraction",
+                  "clip_fraction_last10", "truncated_fraction", "zero_variance_groups"):
             row[m] = rl.mean_ci(values[m]) if len(values[m]) > 1 else (values[m][0],) * 3
         a, c_mid = np.asarray(values["A"], float), np.asarray(values["C_mid"], float)
         first = max(min(c for c in curve[0] if c > 0) for curve in curves[name])
@@ -218,6 +235,20 @@ def print_table(title: str, names, summary: dict, num_seeds: int) -> None:
               f"{c_mid:>20}")
 
 
+def print_logged(names, summary: dict, num_seeds: int) -> None:
+    """Per configuration, the training logs' per-run means (mean [95 % CI] over seeds): how much the
+    trust region acted, how often a completion hit the token budget, how many groups gave no signal."""
+    print(f"\ntraining logs, per-run means (mean [95 % CI] over {num_seeds} paired seeds)")
+    header = f"{'config':<24}{'clip fraction':>24}{'clip, last 10 steps':>24}{'truncated':>24}{'zero-variance groups':>24}"
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        cells = "".join(f"{m:.3f} [{lo:.3f}, {hi:.3f}]".rjust(24) for m, lo, hi in
+                        (summary[name][k] for k in ("clip_fraction", "clip_fraction_last10", "truncated_fraction",
+                                                    "zero_variance_groups")))
+        print(f"{name:<24}{cells}")
+
+
 def print_comparisons(per_seed: dict) -> None:
     import rlbook as rl
 
@@ -240,7 +271,7 @@ def load_log(path, budget: int) -> dict:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 r = json.loads(line)
-                if r.get("budget") == budget and r.get("name") in CONFIGS:
+                if r.get("budget") == budget and r.get("name") in CONFIGS and all(m in r for m in METRICS):
                     done[(r["name"], r["seed"])] = r
     return done
 
@@ -291,6 +322,7 @@ def main() -> None:
         shown = [n for n in group if n in summary]
         if shown:
             print_table(title, shown, summary, len(args.seeds))
+    print_logged(names, summary, len(args.seeds))
     print_comparisons(per_seed)
     total = time.perf_counter() - start
     print(f"\nbudget {args.budget} completions per run; seeds {args.seeds}; total {total:.0f} s")
