@@ -25,6 +25,7 @@ import asyncio
 import copy
 import re
 import shutil
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -276,10 +277,22 @@ def _launch(grading, sandbox, kernel_cmd, cwd, env, monkeypatch):
     monkeypatch.setattr(grading.AsyncKernelManager, "_async_launch_kernel", parent_launch)
     km = grading.SandboxedKernelManager(sandbox=sandbox)
     monkeypatch.setattr(type(km), "kernel_spec", type("Spec", (), {"interrupt_mode": "signal"})())
+    errors = []
+
+    def run():  # in a thread of its own: an event loop left running in this one (Playwright's sync API) is not reused
+        try:
+            asyncio.run(km._async_launch_kernel(kernel_cmd, cwd=str(cwd), env=env))
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
+            errors.append(e)
+
     try:
-        asyncio.run(km._async_launch_kernel(kernel_cmd, cwd=str(cwd), env=env))
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
     finally:
         shutil.rmtree(km._ipc_dir, ignore_errors=True)
+    if errors:
+        raise errors[0]
     return launched, km
 
 

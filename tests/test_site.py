@@ -389,7 +389,7 @@ def test_cli_book_pdf_prints_the_last_build_into_the_build_folder(tmp_path, monk
     monkeypatch.setattr(site, "print_pdf", fake_print)
     assert cli.main(["book", "--no-build", "--pdf", "--out", str(tmp_path / "b")]) == 0
     assert calls == [(html, tmp_path / "b" / site.PDF_NAME, site.toc_pages(BOOK))]
-    assert site.toc_pages(BOOK) == ["intro", *CHAPTERS, "glossary", "bibliography"]
+    assert site.toc_pages(BOOK) == ["intro", *CHAPTERS, "glossary", "bibliography", "where_next"]
     assert "printed 3 pages" in capsys.readouterr().err
 
 
