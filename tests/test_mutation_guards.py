@@ -36,17 +36,10 @@ from scipy import stats as sps
 import rlbook as rl
 from rlbook.stats import NO_DIFFERENCE
 
-TOK = rl.lm.build_char_tokenizer()
-TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2}
-PROMPTS = ["07+42=", "13+08=", "55+55="]
-CHOSEN = ["49", "21", "110"]
-REJECTED = ["48", "2", "1100"]
+from test_dpo_train import CHOSEN, PROMPTS, REJECTED, TINY, TOK  # noqa: E402 (the DPO tests' tiny model and pairs)
+from test_dpo_train import _model as _policy  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def _policy(seed=0):
-    return rl.lm.build_policy(rl.lm.policy_config(TOK, **TINY), seed=seed, device="cpu").double()
 
 
 # ============================== 1. DPO's logged margin: chosen − rejected ==============================
