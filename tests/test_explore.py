@@ -134,6 +134,7 @@ def test_missing_voila_is_explained(monkeypatch, capsys):
 def test_voila_command_bounds_and_culls_kernels(tmp_path):
     cmd = explore.voila_command(tmp_path / "a.ipynb", None, open_browser=False, max_kernels=3, idle_timeout=120)
     for arg in ("--VoilaConfiguration.multi_kernel_manager_class=rlbook_explore_kernels.BoundedKernelManager",
+                "--KernelManager.client_factory=rlbook_kernel_client.WakefulKernelClient",
                 "--BoundedKernelManager.max_kernels=3", "--MappingKernelManager.cull_idle_timeout=120",
                 "--MappingKernelManager.cull_interval=30", "--MappingKernelManager.cull_connected=False",
                 f"--Voila.config_file_paths={tmp_path / 'config'}"):
@@ -151,12 +152,13 @@ def test_cli_refuses_a_nonsense_kernel_bound(capsys):
 
 @needs_voila
 def test_server_module_is_copied_and_imports_without_torch(tmp_path):
-    """Voilà imports the copied kernel manager and hook without loading ``rlbook`` (torch) into the server."""
+    """Voilà imports the copied kernel manager, hook and kernel client without loading ``rlbook`` (torch)."""
     explore.write_app(tmp_path, ["kl"])
     config = (tmp_path / "config" / "voila.py").read_text()
     assert "c.VoilaConfiguration.prelaunch_hook = set_xsrf_cookie" in config
     assert not (tmp_path / "voila.py").exists()  # `python -m voila` would import it as the package
-    code = ("import sys, rlbook_explore_kernels as k; assert k.BoundedKernelManager and k.set_xsrf_cookie; "
+    code = ("import sys, rlbook_explore_kernels as k, rlbook_kernel_client as c; "
+            "assert k.BoundedKernelManager and k.set_xsrf_cookie and c.WakefulKernelClient; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rlbook', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(tmp_path / "py")))
@@ -260,3 +262,38 @@ def test_xsrf_hook_sets_the_cookie_the_page_sends_back():
 
     assert ek.set_xsrf_cookie(Handler(), notebook=object(), cwd="/") is None
     assert Handler.touched
+
+
+def _data_priority_block(tmp_path) -> str:
+    explore.write_app(tmp_path, ["kl"])
+    text = (tmp_path / "share" / "voila" / "templates" / explore.TEMPLATE_NAME / "index.html.j2").read_text()
+    start = text.index("{% block data_priority scoped %}")
+    end = text.index("{% endblock data_priority %}", start) + len("{% endblock data_priority %}")
+    return text[start:end]
+
+
+@needs_voila
+def test_a_lost_kernel_reads_as_a_message_with_a_reload_button_not_a_server_error(tmp_path):
+    """Voilà writes "An exception occurred at the server" into every cell left when the kernel ends
+    mid-page (culled, stopped, out of memory); the page shows the message once, with a reload button."""
+    import jinja2
+
+    env = jinja2.Environment()
+    env.filters["trusted"] = lambda x: x
+    block = env.from_string(_data_priority_block(tmp_path))
+    lost = {"output_type": "stream", "name": "stderr",
+            "text": f"{explore.SERVER_ERROR}. Please run Voilà with --show_tracebacks=True"}
+    html = block.render(output=lost)
+    assert explore.KERNEL_LOST in html and 'onclick="location.reload()"' in html
+    assert explore.SERVER_ERROR not in html.replace(repr(explore.SERVER_ERROR), "")
+    assert "querySelectorAll('.rlbook-kernel-lost')" in html  # a second one removes itself: shown once
+    ordinary = {"output_type": "stream", "name": "stdout", "text": "hello"}
+    html = block.render(output=ordinary)
+    assert "application/vnd.voila.cell-output+json" in html and "hello" in html and "rlbook-kernel-lost" not in html
+
+
+@needs_voila
+def test_a_failed_cell_says_to_reload(tmp_path):
+    cmd = explore.voila_command(tmp_path / "a.ipynb", None, False)
+    assert f"--VoilaExecutor.cell_error_instruction={explore.CELL_ERROR}" in cmd
+    assert "--show_tracebacks" not in explore.CELL_ERROR

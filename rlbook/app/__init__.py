@@ -9,6 +9,8 @@ book and a course:
 * :mod:`~rlbook.app.site`: ``rlbook book``, the static website (Jupyter Book);
 * :mod:`~rlbook.app.explore` and :mod:`~rlbook.app.explore_kernels`: ``rlbook explore``, the live
   explorers (Voilà) and the bounded, culled kernels behind them;
+* :mod:`~rlbook.app.kernel_client`: the kernel client that ``rlbook explore``, ``rlbook run`` and the
+  grader drive kernels with (it cannot miss a reply already in its socket);
 * :mod:`~rlbook.app.claims` and :mod:`~rlbook.app.headline`: tying the numbers in the prose to the
   cells that compute them (``rl.claim``), and a chapter's headline result (``rl.report_headline``);
 * :mod:`~rlbook.app.exercises`: the coded exercises' checkers (``rl.exercises.check``);

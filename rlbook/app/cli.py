@@ -39,8 +39,8 @@ def _headline(nb) -> str:
 
 
 # how long one cell may run before its kernel counts as lost (seconds): every cell of a small chapter ends in
-# well under a minute on 2 CPU cores, so 600 s is a hang (a kernel idle while nbclient waits for a reply it
-# never got, seen a few times on a 2-core machine); the full size trains for longer
+# well under a minute on 2 CPU cores, so 600 s is a hang (a kernel idle while nbclient waited for a reply it
+# never read was seen a few times on a 2-core machine before rlbook.app.kernel_client); the full size trains for longer
 CELL_TIMEOUT = {"small": 600, "full": 3600}
 
 
@@ -71,6 +71,8 @@ def _run_chapter_once(chapter: Chapter, out_dir: Path, size: str, timeout: int) 
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    from rlbook.app.kernel_client import WakefulKernelManager
+
     nb = nbformat.read(chapter.path, as_version=4)
     # chapters from a wheel live inside site-packages: run them in the output folder, and keep their
     # checkpoints in ./runs (unless $RLBOOK_RUNS_DIR says otherwise), never inside the installed package
@@ -79,7 +81,9 @@ def _run_chapter_once(chapter: Chapter, out_dir: Path, size: str, timeout: int) 
     workdir.mkdir(parents=True, exist_ok=True)
     # The kernel's own log (e.g. its "running over TCP without encryption" notice) would interleave
     # with the progress bar; errors still arrive through the notebook's outputs.
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    # WakefulKernelManager: its client waits on the kernel's sockets in short slices, so a reply whose
+    # wake-up the event loop missed is read within half a second (rlbook.app.kernel_client)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", kernel_manager_class=WakefulKernelManager,
                             extra_arguments=["--IPKernelApp.log_level=ERROR"],
                             resources={"metadata": {"path": str(workdir)}})
     start = time.perf_counter()

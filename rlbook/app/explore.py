@@ -67,6 +67,11 @@ _CDN = "://cdn."
 # without importing the ``rlbook`` package (torch: ~200 MB more in the server)
 KERNELS_MODULE = "rlbook_explore_kernels"
 KERNEL_MANAGER = f"{KERNELS_MODULE}.BoundedKernelManager"
+# kernel_client.py, copied beside the app as this module: the client Voilà executes the cells with
+# (it waits on the kernel's sockets in short slices: a missed wake-up left about one page load in
+# five "Executing N of M" for good; see rlbook.app.kernel_client)
+CLIENT_MODULE = "rlbook_kernel_client"
+KERNEL_CLIENT = f"{CLIENT_MODULE}.WakefulKernelClient"
 MAX_KERNELS = 8  # explorer pages (kernels, ~300 MB each) alive at once
 IDLE_TIMEOUT = 300  # s: a kernel no page is connected to is shut down after this long idle
 # config/voila.py, read by Voilà (--Voila.config_file_paths): the hook that lets a closing page shut its kernel down
@@ -147,13 +152,37 @@ def _strip_cdn(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if _CDN not in line)
 
 
+# what Voilà writes into a cell's output when the kernel ended while the page was being built (culled,
+# stopped with the server, out of memory): shown instead, once, as a message with a reload button
+SERVER_ERROR = "An exception occurred at the server (not the notebook)"
+KERNEL_LOST = ("This explorer's Python kernel stopped before the page was ready: the server may have been stopped "
+               "or restarted, or the kernel ran out of memory. Reload the page to start a new one.")
+# what a cell that raised shows instead of Voilà's advice to restart it with tracebacks on
+CELL_ERROR = "Reload the page to try again; the terminal running rlbook explore shows what went wrong."
+_DATA_PRIORITY = "{% block data_priority scoped %}\n{% if output %}"
+
+
+def _kernel_lost_message(template: str) -> str:
+    """Voilà's page template with its server-error output replaced by :data:`KERNEL_LOST` and a reload
+    button, shown once on the page (the template is returned unchanged if Voilà's block is not found)."""
+    replacement = (
+        "{% block data_priority scoped %}\n"
+        f"{{% if output and output.output_type == 'stream' and {SERVER_ERROR!r} in output.text %}}\n"
+        f'  <div class="rlbook-kernel-lost" role="alert"><p>{KERNEL_LOST}</p>'
+        '<button type="button" onclick="location.reload()">Reload the page</button></div>\n'
+        "  <script>(() => { const all = document.querySelectorAll('.rlbook-kernel-lost');"
+        " if (all.length > 1) all[all.length - 1].remove(); })();</script>\n"
+        "{% elif output %}")
+    return template.replace(_DATA_PRIORITY, replacement, 1)
+
+
 def _write_template(share: Path) -> None:
     """Voilà's ``lab`` template without its CDN links, as template ``rlbook`` under ``share``."""
     lab, base = _voila_template_dir("lab"), _voila_template_dir("base")
     out = share / "voila" / "templates" / TEMPLATE_NAME
     out.mkdir(parents=True)
     (out / "conf.json").write_text(json.dumps({"base_template": "lab"}))
-    (out / "index.html.j2").write_text(_strip_cdn((lab / "index.html.j2").read_text()))
+    (out / "index.html.j2").write_text(_kernel_lost_message(_strip_cdn((lab / "index.html.j2").read_text())))
     # error and 404 pages: lab/page.html extends base/page.html, which links the CDN too
     (out / "base_page.html").write_text(_strip_cdn((base / "page.html").read_text()))
     page = (lab / "page.html").read_text().replace("voila/templates/base/page.html",
@@ -193,6 +222,7 @@ def write_app(folder: Path, names: list[str]) -> Path:
     (folder / "config" / "voila.py").write_text(VOILA_CONFIG)
     (folder / "py").mkdir()
     shutil.copyfile(Path(__file__).with_name("explore_kernels.py"), folder / "py" / f"{KERNELS_MODULE}.py")
+    shutil.copyfile(Path(__file__).with_name("kernel_client.py"), folder / "py" / f"{CLIENT_MODULE}.py")
     return path
 
 
@@ -216,6 +246,8 @@ def voila_command(notebook: Path, port: int | None, open_browser: bool, max_kern
     cmd += [f"--VoilaConfiguration.extension_allowlist={x}" for x in WIDGET_EXTENSIONS]
     cmd += [f"--Voila.config_file_paths={Path(notebook).parent / 'config'}",
             f"--VoilaConfiguration.multi_kernel_manager_class={KERNEL_MANAGER}",
+            f"--KernelManager.client_factory={KERNEL_CLIENT}",
+            f"--VoilaExecutor.cell_error_instruction={CELL_ERROR}",
             f"--BoundedKernelManager.max_kernels={max_kernels}",
             f"--MappingKernelManager.cull_idle_timeout={idle_timeout}",
             f"--MappingKernelManager.cull_interval={max(1, min(30, idle_timeout // 2))}",

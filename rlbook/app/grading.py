@@ -301,8 +301,10 @@ def _kernel_env(ipc_dir: str) -> dict[str, str]:
 
 
 try:  # the kernel manager needs jupyter_client (an nbgrader dependency)
-    from jupyter_client.manager import AsyncKernelManager
     from traitlets import Instance
+
+    # jupyter_client's asynchronous kernel manager, whose clients cannot miss a reply already in their socket
+    from rlbook.app.kernel_client import WakefulKernelManager as AsyncKernelManager
 except ImportError:  # pragma: no cover - without nbgrader nothing here is used
     AsyncKernelManager = object
 

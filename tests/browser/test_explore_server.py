@@ -4,8 +4,8 @@ One ``rlbook explore kl --max-kernels 2 --idle-timeout 60`` server, driven by he
 offline. Kernels are counted as the server's ``ipykernel_launcher`` descendants, memory as resident
 set sizes (psutil), so nothing here trusts Voilà's own bookkeeping. The tests, in order:
 
-* ten loads of the page, each closed as a tab is (``beforeunload`` runs): during a load one kernel
-  is alive, after each close none within 10 s (half the idle timeout: it is the page's shutdown
+* ten loads of the page, each closed as a tab is (``beforeunload`` runs): every load renders (none
+  is left at "Executing N of M"), during a load one kernel is alive, after each close none within 10 s (half the idle timeout: it is the page's shutdown
   request that ends it, not culling), and the Voilà server's RSS grows by less than 60 MB over the
   ten (a kernel is ~300 MB; before the fix, ten loads left ten kernels, 3.0 GB);
 * a page that goes away without its shutdown request (``beforeunload`` skipped, as when a tab
@@ -86,18 +86,11 @@ def _load(browser, proc):
 
 
 def test_ten_page_loads_leave_no_kernel_behind(browser, server):
-    rss, closes, stuck = [], [], []
+    rss, closes = [], []
     for i in range(LOADS):
-        try:
-            context, op = _load(browser, server)
-        except AssertionError as e:
-            # a page that never rendered (seen twice in CI's first load-heavy minutes: the kernel ran
-            # the cell, the page never connected, culling then ended the kernel): its kernel must
-            # still end, and one more load is made in its place; more than one such page fails
-            stuck.append(str(e)[:2000])
-            assert len(stuck) <= 1, "\n\n".join(stuck)
-            _wait_kernels(server, 0, IDLE_TIMEOUT + CULL_SLACK)
-            context, op = _load(browser, server)
+        # every load renders: a page stuck at "Executing N of M" (Voilà's client had missed the wake-up
+        # of a reply already in its socket, about one load in five; rlbook.app.kernel_client) fails here
+        context, op = _load(browser, server)
         assert len(_kernels(server)) == 1, f"load {i}: expected one kernel, found {len(_kernels(server))}"
         assert op.external_requests == [] and op.page_errors == [], (op.external_requests, op.page_errors)
         # a tab closed (the browser stays open): the page's beforeunload runs and sends its request
@@ -105,7 +98,7 @@ def test_ten_page_loads_leave_no_kernel_behind(browser, server):
         closes.append(_wait_kernels(server, 0, CLOSE_TIMEOUT))
         context.close()
         rss.append(_voila_rss_mb(server))
-    print(f"\n{LOADS} loads ({len(stuck)} page(s) that never rendered, replaced); kernels after each close 0; seconds to shut down "
+    print(f"\n{LOADS} loads, each rendered; kernels after each close 0; seconds to shut down "
           f"{[round(c, 1) for c in closes]}; Voilà RSS MB {[round(r) for r in rss]}")
     assert rss[-1] - rss[0] < RSS_GROWTH_MB, f"Voilà's RSS grew {rss[-1] - rss[0]:.0f} MB over {LOADS} loads: {rss}"
     assert "'_xsrf' argument missing" not in server.log()

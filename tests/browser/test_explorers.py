@@ -44,16 +44,9 @@ def app(browser, explore_server, artifact_dir):
     context, op = open_offline_page(browser)
     try:
         op.page.goto(explore_server.url, wait_until="commit", timeout=START_TIMEOUT * 1000)
-        # Voilà shows the cells when it has executed them all
-        try:
-            op.page.wait_for_selector("#rendered_cells", state="visible", timeout=START_TIMEOUT * 1000)
-        except Exception as first:
-            # the known Voilà hang (README, "Known problem"): now and then a page's kernel starts but never
-            # receives the request to run the cells; a reader reloads, and so does this test, once. The
-            # retry is written to the artifacts; a second hang fails the test.
-            (artifact_dir / "explorers_reloaded.txt").write_text(f"first load did not render: {first}\n", encoding="utf-8")
-            op.page.reload(wait_until="commit", timeout=START_TIMEOUT * 1000)
-            op.page.wait_for_selector("#rendered_cells", state="visible", timeout=START_TIMEOUT * 1000)
+        # Voilà shows the cells when it has executed them all (no reload: a page stuck at "Executing N of
+        # M", which one load in five was before rlbook.app.kernel_client, fails here)
+        op.page.wait_for_selector("#rendered_cells", state="visible", timeout=START_TIMEOUT * 1000)
         op.page.wait_for_selector(".rlbook-explorer .rlbook-figure img", timeout=START_TIMEOUT * 1000)
         op.page.wait_for_timeout(500)
         op.page.screenshot(path=str(artifact_dir / "explorers_all.png"), full_page=True)
