@@ -108,6 +108,15 @@ def test_page_renders_offline(name, built_site, offline_page, artifact_dir):
 
     images = page.evaluate("() => [...document.images].map(i => [i.getAttribute('src').slice(0, 80), i.naturalWidth])")
     assert [src for src, width in images if width == 0] == [], "images that did not load"
+    # no image drawn out of shape: its shown width/height ratio is its own (a wide figure in the narrower
+    # column kept its inline height and was squashed, by up to 1.87x, before `height: auto !important`)
+    shapes = page.evaluate("""() => [...document.images].filter(i => i.naturalWidth && i.naturalHeight).map(i => {
+        const r = i.getBoundingClientRect();
+        return [i.getAttribute('src').slice(0, 60), i.naturalWidth / i.naturalHeight, r.width, r.height];
+    })""")
+    distorted = [(src, round(natural, 3), round(w / h, 3)) for src, natural, w, h in shapes
+                 if w > 0 and h > 0 and abs((w / h) / natural - 1) > 0.01 + 1 / min(w, h)]  # + a pixel's rounding
+    assert distorted == [], f"images drawn out of shape (source, own ratio, shown ratio): {distorted[:5]}"
     if name in CHAPTERS:
         assert len(images) > 0, "a chapter with no figure?"
 
