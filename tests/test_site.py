@@ -414,3 +414,15 @@ def test_combined_page_joins_the_pages_in_order_with_their_widget_states(tmp_pat
     (tmp_path / "bad.html").write_text("<html><head></head><body>no article</body></html>")
     with pytest.raises(ValueError, match="bad.html"):
         site.combined_page(tmp_path, ["intro", "bad"])
+
+
+def test_every_bibliography_entry_names_its_authors_title_and_year():
+    """A reader can tell who wrote each cited work (an entry without authors printed as an orphan title)."""
+    import re
+
+    text = (BOOK / "references.bib").read_text(encoding="utf-8")
+    entries = re.findall(r"@\w+\{([^,\s]+),(.*?)\n\}", text, re.S)
+    assert len(entries) > 20
+    missing = [(key, field) for key, body in entries for field in ("author|organization|institution", "title", "year")
+               if not re.search(rf"^\s*(?:{field})\s*=", body, re.M | re.I)]
+    assert missing == [], f"bibliography entries missing a field: {missing}"
