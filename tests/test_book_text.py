@@ -276,3 +276,15 @@ def test_the_comparison_rule_catches_an_unbacked_sentence():
     problems = _unbacked_comparisons(99, nb.cells)
     assert len(problems) == 1 and "CISPO beats GRPO" in problems[0]
     assert _quotes(nb.cells[1]) == ["Between DAPO and RLOO no difference detected"]  # claim_comparison quotes are checked too
+
+
+_LINTER_DIRECTIVE = re.compile(r"#\s*(noqa\b|type:\s*ignore|pragma:|pylint:|fmt:\s*(off|on|skip))")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_cells_carry_no_linter_directives(path):
+    """What a reader sees of a code cell is for the reader: a ``# noqa: F821`` is a note to a linter."""
+    nb = nbformat.read(path, as_version=4)
+    found = [f"cell {i}: {line.strip()[:100]}" for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+             for line in cell.source.splitlines() if _LINTER_DIRECTIVE.search(line)]
+    assert found == [], found

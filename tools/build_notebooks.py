@@ -32,6 +32,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from rlbook.app.kernel_client import WakefulKernelManager
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "notebooks" / "src"
 OUT = ROOT / "notebooks"
@@ -49,8 +51,10 @@ def execute(src: Path, timeout: int = 900) -> tuple[nbformat.NotebookNode, float
     os.environ["RLBOOK_SIZE"] = "small"
     load = os.getloadavg()[0]
     start = time.perf_counter()
+    # WakefulKernelManager: a reply whose wake-up the client missed is read within half a second instead
+    # of never (a build sat on an idle kernel until its 900 s timeout; rlbook.app.kernel_client)
     NotebookClient(nb, timeout=timeout, kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                   resources={"metadata": {"path": str(OUT)}}).execute()
+                   kernel_manager_class=WakefulKernelManager, resources={"metadata": {"path": str(OUT)}}).execute()
     seconds = time.perf_counter() - start
     load = (load + os.getloadavg()[0]) / 2
     for cell in nb.cells:  # drop volatile metadata so diffs stay small

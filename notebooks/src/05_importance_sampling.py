@@ -505,7 +505,7 @@ def gradient_of(kl_of_theta):
 
 grad_reverse = gradient_of(lambda th: rl.categorical_kl(th, ref_logits))  # ∇ KL(π_θ ‖ π_ref)
 grad_forward = gradient_of(lambda th: rl.categorical_kl(ref_logits, th))  # ∇ KL(π_ref ‖ π_θ)
-rounded = lambda v: [round(x, 4) + 0.0 for x in v.tolist()]  # noqa: E731  (+ 0.0 turns −0.0 into 0.0)
+rounded = lambda v: [round(x, 4) + 0.0 for x in v.tolist()]  # + 0.0 turns −0.0 into 0.0
 print("E[∇k1]              :", rounded(expected_loss_gradient(rl.kl_k1)))
 print("E[∇k2]              :", rounded(expected_loss_gradient(rl.kl_k2)))
 print("∇KL(π_θ ‖ π_ref)    :", rounded(grad_reverse), " (reverse)")

@@ -204,7 +204,7 @@ torch.manual_seed(0)
 policy = rl.mlp([3, 8, 3]).double()
 obs = torch.randn(16, 3, dtype=torch.float64)
 old_logits = policy(obs).detach()
-mean_kl = lambda: rl.categorical_kl(old_logits, policy(obs)).mean()  # noqa: E731  KL(π_old ‖ π_θ), 0 at θ_old
+mean_kl = lambda: rl.categorical_kl(old_logits, policy(obs)).mean()  # KL(π_old ‖ π_θ), 0 at θ_old
 
 F_enum = rl.reference.fisher_matrix_enumerated(policy, obs)
 F_hess = rl.reference.mean_kl_hessian(policy, obs)
@@ -254,7 +254,7 @@ def tabular_step(logits, natural, lr=1.0, max_kl=0.01):
         return (d * rl.categorical_kl(logits.detach(), theta)).sum()
 
     if natural:
-        fvp = lambda v: rl.fisher_vector_product(mean_kl, [theta], v, damping=1e-3)  # noqa: E731
+        fvp = lambda v: rl.fisher_vector_product(mean_kl, [theta], v, damping=1e-3)
         step = rl.natural_gradient_step(grad, fvp, max_kl, cg_iters=18)
     else:
         step = lr * grad
@@ -328,7 +328,7 @@ damping = 0.1
 F_damped = F_enum + damping * torch.eye(F_enum.shape[0], dtype=torch.float64)
 grad_vec = torch.randn(F_enum.shape[0], generator=g, dtype=torch.float64)
 exact = torch.linalg.solve(F_damped, grad_vec)
-fvp_nn = lambda v: rl.fisher_vector_product(mean_kl, policy, v, damping=damping)  # noqa: E731
+fvp_nn = lambda v: rl.fisher_vector_product(mean_kl, policy, v, damping=damping)
 for iters in (1, 3, 10, 30, F_enum.shape[0]):
     x = rl.conjugate_gradient(fvp_nn, grad_vec, iters=iters, tol=0.0)
     err = float((x - exact).norm() / exact.norm())
@@ -365,7 +365,7 @@ def at(theta, fn):
 
 
 grad_s = rl.flat_grad(surrogate(), policy)
-fvp_ls = lambda v: rl.fisher_vector_product(mean_kl, policy, v, damping=1e-3)  # noqa: E731
+fvp_ls = lambda v: rl.fisher_vector_product(mean_kl, policy, v, damping=1e-3)
 underestimate = []  # true KL of the full step / its quadratic model
 for max_kl in (0.01, 0.1, 1.0):
     rl.set_flat_params(policy, theta_old)  # F is the Hessian of the KL at θ_old: evaluate it there
@@ -649,7 +649,7 @@ def my_step(phi, scale, natural, lr=1.0, max_kl=0.01):
     old = phi.detach() / scale
     d = mdp.occupancy(mdp.policy_probs(old), normalize=True).detach()
     if natural:
-        fvp = lambda v: rl.fisher_vector_product(lambda: (d * rl.categorical_kl(old, phi / scale)).sum(), [phi], v, damping=1e-5)  # noqa: E731
+        fvp = lambda v: rl.fisher_vector_product(lambda: (d * rl.categorical_kl(old, phi / scale)).sum(), [phi], v, damping=1e-5)
         step = rl.natural_gradient_step(grad, fvp, max_kl, cg_iters=18)
     else:
         step = lr * grad

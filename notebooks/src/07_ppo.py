@@ -197,7 +197,7 @@ print("                                           eps_high 0.28     :", (old_p *
 # The minibatch step, in full:
 
 # %%
-from rlbook.algos import ppo as ppo_module  # noqa: E402
+from rlbook.algos import ppo as ppo_module
 
 print(inspect.getsource(ppo_module._minibatch_loss))
 
@@ -420,7 +420,7 @@ rl.report_headline(f"PPO: CartPole rolling-20 return 475 after {steps_ppo:,} env
 try:
     from rlbook.widgets.clip_explorer import clip_explorer
 
-    display(clip_explorer())  # noqa: F821  (display is a notebook builtin)
+    display(clip_explorer())  # move the sliders in a live notebook
 except ImportError as err:  # ipywidgets missing: the static figure below still works
     print("interactive widget unavailable:", err)
 

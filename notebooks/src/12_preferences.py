@@ -190,7 +190,7 @@ theta_hat = fit_bradley_terry(chosen, rejected)
 print("gold reward        ", GOLD_ARMS.numpy().round(3))
 print("fitted θ           ", theta_hat.numpy().round(3), f"  (sum {theta_hat.sum().item():+.1e})")
 print("gold − its mean    ", (GOLD_ARMS - GOLD_ARMS.mean()).numpy().round(3))
-loss_at = lambda t: rl.bradley_terry_loss(t[chosen], t[rejected]).mean().item()  # noqa: E731
+loss_at = lambda t: rl.bradley_terry_loss(t[chosen], t[rejected]).mean().item()
 print(f"loss at θ̂ {loss_at(theta_hat):.6f}, at θ̂ + 7 {loss_at(theta_hat + 7):.6f}, at the gold reward {loss_at(GOLD_ARMS):.6f}")
 assert abs(theta_hat.sum().item()) < 1e-9 and abs(loss_at(theta_hat) - loss_at(theta_hat + 7)) < 1e-12
 
@@ -303,7 +303,7 @@ def sample_answer_pairs(num_prompts, split, seed):
         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, forbidden_ids=rl.lm.forbidden_token_ids(tok),
         generator=gen, tokenizer=tok,
     )
-    well_formed = lambda text: len(text) == 3 + len(tok.eos_token) and text[:3].isdigit() and text.endswith(tok.eos_token)  # noqa: E731
+    well_formed = lambda text: len(text) == 3 + len(tok.eos_token) and text[:3].isdigit() and text.endswith(tok.eos_token)
     kept = ([], [], [], [], [])
     for q, text_a, text_b in zip(problems, out.texts[0::2], out.texts[1::2]):
         if well_formed(text_a) and well_formed(text_b):
@@ -766,7 +766,7 @@ assert z[exact > 1e-3].abs().max().item() < 4.5
 
 # %%
 Ns = [2 ** k for k in range(11)]
-uniform = lambda K_: (torch.full((K_,), 1.0 / K_, dtype=torch.float64), torch.arange(K_, dtype=torch.float64))  # noqa: E731
+uniform = lambda K_: (torch.full((K_,), 1.0 / K_, dtype=torch.float64), torch.arange(K_, dtype=torch.float64))
 cases = {f"the model's answers to {PROMPT}": (ref_probs, gold), "1000 equally likely answers": uniform(1000),
          "10 equally likely answers": uniform(10)}
 exact_kl = {name: [rl.best_of_n_kl(p, r, n).item() for n in Ns] for name, (p, r) in cases.items()}
@@ -891,7 +891,7 @@ print(preference_readout(0.5, 4)[0]);
 
 # %%
 try:
-    display(preference_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
+    display(preference_explorer())  # move the sliders in a live notebook
 except ImportError:
     print("ipywidgets is not installed: the static figure above shows the explorer at β = 0.5, N = 4")
 

@@ -426,7 +426,7 @@ history = rl.algos.dpo.train_dpo(dpo_policy, sft_policy, tok, pairs.prompts, str
 # %%
 chosen_lp, rejected_lp = history["chosen_log_prob"], history["rejected_log_prob"]
 window = 8
-smooth = lambda x: np.convolve(x, np.ones(window) / window, mode="valid")  # noqa: E731
+smooth = lambda x: np.convolve(x, np.ones(window) / window, mode="valid")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), dpi=80)
 steps = np.arange(window, len(chosen_lp) + 1)
 axes[0].plot(steps, smooth(chosen_lp), label="chosen answers y_w")

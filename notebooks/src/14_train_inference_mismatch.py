@@ -376,7 +376,7 @@ for name in SOURCES:
     print(f"{name:<11}" + "".join(f"{np.mean(B[name][m]):>9.3f} [{min(B[name][m]):.3f}, {max(B[name][m]):.3f}]" for m in ESTIMATORS))
 NOT_TOP_P = [name for name in SOURCES if name != "top-p 0.8"]
 MASKS, LAGS = ("token_mask", "sequence_mask"), (1, 2, 4, 8)
-mean = lambda name, mode: float(np.mean(B[name][mode]))  # noqa: E731
+mean = lambda name, mode: float(np.mean(B[name][mode]))
 # per seed: the largest IS bias, the smallest cosine of a mask under staleness, the capped weights' share of the bias
 is_largest = [max(B[name]["is"][i] for name in NOT_TOP_P) for i in seeds]
 mask_cosine = [min(COS[f"lag {k}"][m][i] for k in LAGS for m in MASKS) for i in seeds]
@@ -685,7 +685,7 @@ print(mismatch_readout(0.7, 1.0, "fp32", 2.0)[0]);
 
 # %%
 try:
-    display(mismatch_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
+    display(mismatch_explorer())  # move the sliders in a live notebook
 except ImportError:
     print("ipywidgets is not installed: the static figure above shows the explorer at T_s = 0.7, C = 2")
 

@@ -940,7 +940,7 @@ print(entropy_readout("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4)[0]
 
 # %%
 try:
-    display(entropy_explorer())  # noqa: F821  (display is a notebook builtin); move the sliders live
+    display(entropy_explorer())  # move the sliders in a live notebook
 except ImportError:
     print("ipywidgets is not installed: the static figure above shows the explorer's default setting")
 

@@ -28,6 +28,12 @@ as a "⚠ ..." message). Voilà starts a kernel per page load and executes the c
 move then runs in that live kernel. Ctrl-C (or SIGTERM) stops Voilà, which shuts its kernels down;
 the temporary folder is removed.
 
+Voilà runs the cells with :class:`rlbook.app.kernel_client.WakefulKernelClient` (copied beside the app
+as ``rlbook_kernel_client``, set with ``--KernelManager.client_factory``): Voilà's own client could miss
+the wake-up of a reply already in its socket and leave the page at "Executing N of M" for good, about
+one load in five. If the kernel ends while the page is built, the page says so once, with a reload
+button, instead of Voilà's "An exception occurred at the server" in every cell.
+
 Kernels cannot pile up (:mod:`rlbook.app.explore_kernels`, copied beside the app and configured by
 ``config/voila.py`` and the command line): closing or reloading a page shuts its kernel down (the
 page's request now carries its ``_xsrf`` cookie); a kernel no page is connected to is shut down after
