@@ -17,9 +17,16 @@ costs at most one slice instead of forever. Nothing else changes: the same messa
 order, the same ``queue.Empty`` after ``timeout``. :class:`WakefulKernelClient` is jupyter_client's
 asynchronous client with these channels.
 
+The edge-triggered signal is libzmq's documented behaviour (``zmq_getsockopt(3)``, ``ZMQ_FD``: "the
+ability to read from the returned file descriptor does not necessarily indicate that messages are
+available", and the events must be re-read after every operation); pyzmq's asyncio layer relies on
+it. The same class of lost wake-up on the kernel's side is fixed in ipykernel (pull request 1529;
+the ipykernel 7.4.0 used here has it).
+
 Where. ``rlbook explore`` configures Voilà with it (``--KernelManager.client_factory``; Voilà starts
-the client that executes the page's cells from its kernel manager), and ``rlbook run`` executes
-chapters with it. This module imports only ``jupyter_client``: ``rlbook explore`` copies it beside
+the client that executes the page's cells from its kernel manager); ``rlbook run``,
+``tools/build_notebooks.py`` and the grader (:class:`rlbook.app.grading.SandboxedKernelManager`)
+execute notebooks with it. This module imports only ``jupyter_client``: ``rlbook explore`` copies it beside
 the app as ``rlbook_kernel_client.py`` so that the Voilà process never imports ``rlbook`` (torch).
 """
 
