@@ -26,6 +26,27 @@ from rlbook.app.kernel_client import (POLL_SLICE, WakefulChannel, WakefulKernelC
                                       WakefulKernelManager)
 
 
+def _run(coro):
+    """``asyncio.run(coro)`` in a thread of its own: the suite's thread may hold a running event loop
+    (Playwright's sync API leaves one), where ``asyncio.run`` refuses to start another."""
+    import threading
+
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001  (re-raised in the caller's thread)
+            result["error"] = e
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
 async def _pair():
     """Two connected asyncio DEALER sockets: ``(sender, receiver)``, the connection already used once."""
     ctx = zmq.asyncio.Context()
@@ -69,7 +90,7 @@ async def _wait_after_a_missed_wake_up(channel_class, limit: float):
 
 
 def test_a_message_whose_wake_up_was_missed_is_read_within_one_slice():
-    waited = asyncio.run(_wait_after_a_missed_wake_up(WakefulChannel, limit=10 * POLL_SLICE))
+    waited = _run(_wait_after_a_missed_wake_up(WakefulChannel, limit=10 * POLL_SLICE))
     assert waited is not None and waited < POLL_SLICE + 0.5, waited
 
 
@@ -77,7 +98,7 @@ def test_jupyter_clients_own_channel_is_what_misses_it():
     """The control: the same scenario with ``jupyter_client``'s channel waits past 2 s (with no
     timeout it would wait for ever). If a release fixes this, the test says so and the wakeful
     channel can go."""
-    waited = asyncio.run(_wait_after_a_missed_wake_up(AsyncZMQSocketChannel, limit=2.0))
+    waited = _run(_wait_after_a_missed_wake_up(AsyncZMQSocketChannel, limit=2.0))
     if waited is not None:
         pytest.skip(f"jupyter_client's channel read the message after {waited:.2f} s: the missed wake-up "
                     "no longer reproduces with these pyzmq/jupyter_client releases")
@@ -95,7 +116,7 @@ async def _several(n: int):
 
 
 def test_messages_come_in_the_order_they_were_sent():
-    assert asyncio.run(_several(20)) == list(range(20))
+    assert _run(_several(20)) == list(range(20))
 
 
 async def _empty_after(timeout: float) -> float:
@@ -111,11 +132,11 @@ async def _empty_after(timeout: float) -> float:
 
 
 def test_timeout_raises_empty_after_the_timeout_not_after_a_whole_slice():
-    short = asyncio.run(_empty_after(0.1))
+    short = _run(_empty_after(0.1))
     assert 0.09 <= short < POLL_SLICE, short
-    long = asyncio.run(_empty_after(1.2))  # more than two slices
+    long = _run(_empty_after(1.2))  # more than two slices
     assert 1.19 <= long < 1.2 + POLL_SLICE, long
-    assert asyncio.run(_empty_after(0.0)) < 0.1
+    assert _run(_empty_after(0.0)) < 0.1
 
 
 def test_a_negative_timeout_is_refused():
@@ -127,7 +148,7 @@ def test_a_negative_timeout_is_refused():
         finally:
             ctx.destroy(linger=0)
 
-    asyncio.run(go())
+    _run(go())
 
 
 def test_the_managers_hand_out_wakeful_clients():
