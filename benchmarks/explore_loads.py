@@ -32,18 +32,19 @@ import multiprocessing as mp
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# the browser tests' helpers: a free port, waiting for the server, an offline page, a process's descendants
+from tests.browser._util import CHROMIUM_ARGS, descendants, free_port, open_offline_page, wait_for_http  # noqa: E402
 
 CLOSE_WAIT = 15.0  # s: a closed page's kernel must have ended by then (its shutdown request, not culling)
 
@@ -54,40 +55,17 @@ def _burn(stop) -> None:  # pragma: no cover - a busy loop in a child process
         x = (x * 1103515245 + 12345) % 2**31
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _kernels(pid: int) -> int:
+    """How many kernels (``ipykernel_launcher`` processes) the server ``pid`` runs now."""
     import psutil
 
     n = 0
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return 0
-    for p in children:
+    for p in descendants(pid):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and "ipykernel_launcher" in " ".join(p.cmdline()):
-                n += 1
-        except psutil.Error:
+            n += "ipykernel_launcher" in " ".join(p.cmdline())
+        except psutil.Error:  # ended meanwhile
             pass
     return n
-
-
-def _wait_for_server(url: str, proc, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"rlbook explore exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "voila/static/voila.js", timeout=5):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"rlbook explore did not answer within {timeout:.0f} s")
 
 
 def _tree_rss_mb(pid: int) -> float:
@@ -126,9 +104,8 @@ def _readers_round(browser, url: str, names: list[str], readers: int, timeout: f
     pages = []
     t0 = time.monotonic()
     for _ in range(readers):
-        context = browser.new_context(service_workers="block")
-        context.route("**/*", lambda r: r.continue_() if "127.0.0.1" in r.request.url else r.abort())
-        page = context.new_page()
+        context, offline = open_offline_page(browser)
+        page = offline.page
         page.goto(url, wait_until="commit", timeout=timeout * 1000)
         pages.append((context, page))
     selector = ", ".join(f".rlbook-explorer-{n} .rlbook-figure img" for n in names)
@@ -199,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     burners = [mp.Process(target=_burn, args=(stop,), daemon=True) for _ in range(args.busy)]
     for b in burners:
         b.start()
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/"
     tmp = Path(tempfile.mkdtemp(prefix="rlbook-explore-loads-"))
     log = open(tmp / "voila.log", "wb")
@@ -209,16 +186,14 @@ def main(argv: list[str] | None = None) -> int:
                               env=dict(os.environ, MPLBACKEND="Agg"))
     rows = []
     try:
-        _wait_for_server(url, server, 180)
+        wait_for_http(url + "voila/static/voila.js", 180, proc=server)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, headless=True,
-                                         args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+            browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
             for i in range(args.loads if args.readers > 1 else 0):
                 rows.extend(_readers_round(browser, url, names, args.readers, args.timeout, server.pid, i))
             for i in range(args.loads if args.readers == 1 else 0):
-                context = browser.new_context(service_workers="block")
-                context.route("**/*", lambda r: r.continue_() if "127.0.0.1" in r.request.url else r.abort())
-                page = context.new_page()
+                context, offline = open_offline_page(browser)
+                page = offline.page
                 t0 = time.monotonic()
                 page.goto(url, wait_until="commit", timeout=args.timeout * 1000)
                 rendered, left = True, False
@@ -263,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
               "hung_rate_ci95": [round(ci.low, 4), round(ci.high, 4)], "kernels_left": left,
               "median_seconds": round(statistics.median(times), 1) if times else None,
               "max_seconds": round(max(times), 1) if times else None, "page": args.names, "busy_cores": args.busy,
-              "readers": args.readers, "peak_rss_mb": max((r.get("peak_rss_mb", 0) for r in rows), default=None),
+              "readers": args.readers, "peak_rss_mb": max((r["peak_rss_mb"] for r in rows if "peak_rss_mb" in r), default=None),
               "cpu_cores": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]}
     print(f"\n{'loads':>6} {'rendered':>9} {'hung':>5} {'hung rate, 95 % CI':>20} {'kernels left':>13} "
           f"{'median s':>9} {'max s':>6}")

@@ -71,7 +71,8 @@ def _steal_the_wake_up(socket) -> float:
 
 async def _wait_after_a_missed_wake_up(channel_class, limit: float):
     """Seconds ``channel_class.get_msg()`` took for a message whose wake-up was consumed, or None if it
-    had not returned after ``limit`` seconds."""
+    had not returned after ``limit`` seconds; and whether the message was still readable in the socket
+    (``POLLIN``) when the wait ended."""
     ctx, sender, receiver = await _pair()
     session = Session()
     channel = channel_class(receiver, session)
@@ -79,29 +80,35 @@ async def _wait_after_a_missed_wake_up(channel_class, limit: float):
     await asyncio.sleep(0.2)  # the wait is registered with the event loop
     session.send(sender, "execute_reply", {"status": "ok"})
     arrived = _steal_the_wake_up(receiver)  # before the event loop runs again
+    msg = None
     try:
         msg = await asyncio.wait_for(waiting, limit)
+        waited = time.monotonic() - arrived
     except asyncio.TimeoutError:
-        return None
-    finally:
-        ctx.destroy(linger=0)
-    assert msg["msg_type"] == "execute_reply" and msg["content"] == {"status": "ok"}
-    return time.monotonic() - arrived
+        waited = None
+    readable = bool(zmq.Socket.shadow(receiver.underlying).get(zmq.EVENTS) & zmq.POLLIN)
+    ctx.destroy(linger=0)
+    if msg is not None:
+        assert msg["msg_type"] == "execute_reply" and msg["content"] == {"status": "ok"}
+    return waited, readable
 
 
 def test_a_message_whose_wake_up_was_missed_is_read_within_one_slice():
-    waited = _run(_wait_after_a_missed_wake_up(WakefulChannel, limit=10 * POLL_SLICE))
+    waited, readable = _run(_wait_after_a_missed_wake_up(WakefulChannel, limit=10 * POLL_SLICE))
     assert waited is not None and waited < POLL_SLICE + 0.5, waited
+    assert not readable  # it was read, not left in the socket
 
 
 def test_jupyter_clients_own_channel_is_what_misses_it():
     """The control: the same scenario with ``jupyter_client``'s channel waits past 2 s (with no
     timeout it would wait for ever). If a release fixes this, the test says so and the wakeful
     channel can go."""
-    waited = _run(_wait_after_a_missed_wake_up(AsyncZMQSocketChannel, limit=2.0))
+    waited, readable = _run(_wait_after_a_missed_wake_up(AsyncZMQSocketChannel, limit=2.0))
     if waited is not None:
         pytest.skip(f"jupyter_client's channel read the message after {waited:.2f} s: the missed wake-up "
                     "no longer reproduces with these pyzmq/jupyter_client releases")
+    # the failure exactly as seen in the hung Voilà process: the message readable in the socket, unread
+    assert readable, "the channel waited, but not on a message already in its socket"
 
 
 async def _several(n: int):
