@@ -74,10 +74,11 @@ MISTAKES = [
     ("part5_preferences", "bradley_terry_loss", "torch.nn.functional.softplus(rejected_rewards - chosen_rewards)",
      "-torch.log(torch.sigmoid(chosen_rewards - rejected_rewards))", {"test_bradley_terry_stable"}),
     # DPO's implicit reward without the reference: every test downstream of it (the loss, its gradient, the
-    # population minimiser, which becomes ∝ exp(r/β), and the run) loses its points, and nothing else
+    # population minimiser, which becomes ∝ exp(r/β), the run, and the language model's per-instance loss and its
+    # gradient) loses its points, and nothing else
     ("part5_preferences", "implicit_rewards", "beta * (log_probs - ref_log_probs)", "beta * log_probs",
      {"test_implicit_rewards", "test_dpo_loss", "test_dpo_gradient_weight", "test_dpo_population_minimiser",
-      "test_dpo_training"}),
+      "test_dpo_training", "test_per_instance_dpo_loss", "test_per_instance_dpo_gradient"}),
     # best-of-N with tied rewards not shared in proportion to π_ref (each tied answer gets the level's whole
     # probability): only the ties test, as the KL test and the reward model's scores have no ties
     ("part5_preferences", "best_of_n_probs", "return ref_probs / level * (", "return (0 * level + 1) * (",
@@ -85,6 +86,12 @@ MISTAKES = [
     # the reward model fitted with chosen and rejected swapped (w = −ŵ): best-of-N by it then picks short answers
     ("part5_preferences", "train_reward_model", "bradley_terry_loss(chosen_features @ w, rejected_features @ w)",
      "bradley_terry_loss(rejected_features @ w, chosen_features @ w)", {"test_reward_model", "test_overoptimisation"}),
+    # the sequence log-probability summed over every real token after BOS, the prompt's included: log π(x) is the
+    # same for both rows of a pair and cancels in the DPO loss, so only the log-probabilities' own test catches it
+    ("part5_preferences", "sequence_log_probs", "torch.where(completion_mask[:, 1:]", "torch.where(attention_mask[:, 1:]",
+     {"test_sequence_log_probs"}),
+    # π_ref scored with the gradient on: the loss is right, and a gradient reaches the frozen reference's parameters
+    ("part5_preferences", "per_instance_dpo_loss", "with torch.no_grad():", "if True:", {"test_per_instance_dpo_gradient"}),
 ]
 
 K3_TESTS = {"test_k3", "test_k3_hidden", "test_grpo_loss", "test_loss_is_zero"}
@@ -135,14 +142,24 @@ ATTACKS = [
     ("atk_dpo_module_oracle", "part5_preferences", "source",
      {"dpo_loss": lambda t: _solution(t, "    return rl.preferences.dpo_loss(policy_chosen_log_probs, policy_rejected_log_probs, "
                                          "ref_chosen_log_probs, ref_rejected_log_probs, beta)")},
-     {"test_dpo_loss", "test_dpo_gradient_weight", "test_dpo_population_minimiser", "test_dpo_training"},
-     "library's implementation"),
+     {"test_dpo_loss", "test_dpo_gradient_weight", "test_dpo_population_minimiser", "test_dpo_training",
+      "test_per_instance_dpo_loss", "test_per_instance_dpo_gradient"}, "library's implementation"),
     ("atk_best_of_n_oracle", "part5_preferences", "source",
      {"best_of_n_probs": lambda t: _solution(t, "    return rl.best_of_n_probs(ref_probs, rewards, n)")},
      {"test_best_of_n_probs", "test_best_of_n_kl", "test_overoptimisation"}, "library's implementation"),
     ("atk_reference_loop_oracle", "part5_preferences", "source",
      {"kl_regularised_optimum": lambda t: _solution(t, "    return rl.reference.kl_regularised_optimum_search(ref_probs, rewards, beta)")},
      {"test_kl_optimum", "test_kl_optimum_maximises"}, "library's implementation"),
+    # section 7 (DPO on a language model): the library's sequence log-probabilities, and CS336's loss from the
+    # library: each cell is refused, and every test that needs it scores 0
+    ("atk_lm_sequence_oracle", "part5_preferences", "source",
+     {"sequence_log_probs": lambda t: _solution(t, "    return rl.lm.sequence_log_probs(model, input_ids, attention_mask, "
+                                                   "completion_mask)")},
+     {"test_sequence_log_probs", "test_per_instance_dpo_loss", "test_per_instance_dpo_gradient"}, "library's implementation"),
+    ("atk_lm_dpo_oracle", "part5_preferences", "source",
+     {"per_instance_dpo_loss": lambda t: _solution(t, "    return rl.lm.compute_per_instance_dpo_loss(lm, lm_ref, tokenizer, beta, "
+                                                      "prompt, response_chosen, response_rejected)")},
+     {"test_per_instance_dpo_loss", "test_per_instance_dpo_gradient"}, "library's implementation"),
     # --- the classes of a later red team (all in part 3; a wrong answer each, which a working attack would hide)
     # a function's globals (the notebook's namespace, the guard in it) through a class pattern's attribute
     ("atk_match_globals", "part3_grpo_loss", "source",
@@ -397,7 +414,10 @@ GRADED_ORACLES = {
                           "implicit_rewards", "dpo_loss", "dpo_gradient_weight", "simpo_loss", "dpo_population_loss",
                           "best_of_n_probs", "best_of_n_kl", "best_of_n_kl_bound", "preference_loss", "train_dpo",
                           "bradley_terry_loss_loop", "dpo_loss_loop", "simpo_loss_loop", "dpo_population_loss_loop",
-                          "best_of_n_probs_enumeration", "kl_regularised_optimum_search"},
+                          "best_of_n_probs_enumeration", "kl_regularised_optimum_search",
+                          # section 7's, and the library's other scorers of a response's log-probabilities
+                          "sequence_log_probs", "compute_per_instance_dpo_loss", "completion_log_probs", "token_log_probs",
+                          "get_response_log_probs", "token_log_probs_loop"},
 }
 # Visible expressions shaped like a piece of a solution that are there on purpose (each a property the
 # task's text states, computed with the student's own functions or from the inputs, not an answer):

@@ -3,7 +3,7 @@
 #
 # Read chapters 12 and 13 of the book first (Bradley–Terry, the KL-regularised optimum, best-of-N,
 # DPO). In this assignment you build the chain of ideas of Part V on bandits small enough to check
-# every number exactly:
+# every number exactly, and then carry DPO over to a language model:
 #
 # 1. the **Bradley–Terry loss** of a reward model (Bradley & Terry 1952; Ouyang et al. 2022,
 #    arXiv:2203.02155, eq. 1) (3 points);
@@ -17,15 +17,19 @@
 # 5. a **reward model** fitted to comparisons, and best-of-N by it measured against the gold reward:
 #    over-optimisation (Gao, Schulman & Hilton 2022, arXiv:2210.10760) (4 points, and 4 for a written
 #    answer);
-# 6. a short **DPO run** on a tabular policy (3 points).
+# 6. a short **DPO run** on a tabular policy (3 points);
+# 7. **DPO on a language model**: the sequence log-probability of a response under a causal transformer,
+#    and the DPO loss of one pair of strings with the signature of Stanford CS336's alignment assignment
+#    (4 points).
 #
-# **32 points** in all: 25 autograded (some tests are hidden and run only when your notebook is
+# **36 points** in all: 29 autograded (some tests are hidden and run only when your notebook is
 # graded), 7 for the written answers, graded by hand. The visible tests compare your functions with
 # stored values of the `rlbook` library's implementations, or check properties; most test cells also
 # hold hidden tests that do the same on inputs drawn when your notebook is graded, so make your
 # functions correct in general, not just on the examples. Write your code where it says
 # `YOUR CODE HERE` (delete the `raise NotImplementedError()` line) and do not change the test cells.
-# Use only PyTorch operations and your own functions.
+# Use only PyTorch operations and your own functions (and, in section 7, the library's
+# `rl.lm.encode_preference_pairs`, a layout helper that is not graded).
 #
 # **How your notebook is graded.** It runs in a fresh kernel in a sandbox (no network, no files but its
 # own). Of your code cells, only function and class definitions, imports and constant assignments
@@ -765,3 +769,208 @@ for i in range(2):
     policy = train_dpo_bandit(ref, c, rej, 0.7, num_steps=300)
     assert 0.5 * (policy - target).abs().sum().item() < 1e-3
 ### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "task_dpo_lm", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 7. DPO on a language model (4 points)
+#
+# Sections 3 and 6 fed the DPO loss with the log-probabilities of whole answers of a bandit. On a
+# language model an answer is a sequence of tokens, and its log-probability given the prompt is a sum:
+#
+# $$\log\pi(y \mid x) = \sum_{t=1}^{|y|} \log\pi(y_t \mid x, y_{<t}),$$
+#
+# one term per **response** token, each read from one forward pass of the causal model over $x \| y$:
+# the logits at position $t - 1$ give the distribution of the token at position $t$. The prompt's tokens
+# are context, not scored (their log-probability $\log\pi(x)$ would be the same for the chosen and the
+# rejected response of a pair and cancel in the loss; they still do not belong to $\log\pi(y \mid x)$).
+#
+# The model here is the book's tiny GPT-2 (chapters 8–13: 1 layer, 32 wide, 2 heads, float64, on the
+# CPU) with its character tokenizer, freshly initialised: the loss is defined for any model, and π_θ
+# (`LM`) and π_ref (`LM_REF`) have different random weights, so that the loss is not log 2. A batch
+# of preference pairs is laid out by `rl.lm.encode_preference_pairs(tokenizer, prompts, chosen,
+# rejected)` (TRL's layout; a helper of the library you may call, it is not graded): a dict of `(2B, L)`
+# tensors, rows 0 … B−1 holding BOS + prompt + chosen response + EOS and rows B … 2B−1 the same with
+# the rejected response, right-padded with the pad id; `attention_mask` is True on real tokens,
+# `completion_mask` True on the response tokens (EOS included), False on BOS, the prompt and the padding.
+#
+# Write, each in its cell:
+#
+# * `sequence_log_probs(model, input_ids, attention_mask, completion_mask)`: for each row, the sum of
+#   $\log\pi(\text{token}_t \mid \text{tokens}_{<t})$ over the positions $t$ where `completion_mask` is
+#   True (any such positions, not only one contiguous response; never column 0), shape `(N,)`, carrying
+#   the gradient with respect to the model's parameters. Call the model as
+#   `model(input_ids=input_ids, attention_mask=attention_mask).logits` (`(N, L, V)`); shift by one, take
+#   the log-softmax over the vocabulary, pick each token's entry, and sum under the mask. Padding (and any
+#   token outside the mask) must not count (2 points);
+# * `per_instance_dpo_loss(lm, lm_ref, tokenizer, beta, prompt, response_chosen, response_rejected)`:
+#   the DPO loss of one pair of strings, with the signature of Stanford CS336's alignment assignment
+#   (`compute_per_instance_dpo_loss`), a 0-dimensional tensor: lay the pair out with
+#   `rl.lm.encode_preference_pairs`, score both rows with your `sequence_log_probs` under `lm` and under
+#   `lm_ref`, and finish with your `dpo_loss` of section 3. π_ref is frozen: no gradient may reach
+#   `lm_ref`'s parameters (score it under `torch.no_grad()`), while the loss's gradient flows into `lm`'s
+#   (1 point for the value, 1 for the gradient).
+
+# %% nbgrader={"grade": false, "grade_id": "setup_lm", "locked": true, "schema_version": 3, "solution": false, "task": false}
+LM_TOKENIZER = rl.lm.build_char_tokenizer()  # "0123456789+=" and <pad>, <s> (BOS), </s> (EOS), <unk>
+LM_CONFIG = rl.lm.policy_config(LM_TOKENIZER, n_layer=1, n_embd=32, n_head=2)
+
+
+def tiny_lm(seed):
+    """The book's tiny GPT-2 (1 layer, 32 wide, 2 heads) with random weights from ``seed``, float64, CPU."""
+    return rl.lm.build_policy(LM_CONFIG, seed=seed, device="cpu").double()
+
+
+LM, LM_REF = tiny_lm(0), tiny_lm(1)  # π_θ and π_ref
+
+
+def random_preference_texts(seed, size=3):
+    """``size`` random (prompt, chosen, rejected) strings in the addition task's format: a prompt
+    "ab+cd=" and two responses of 1 to 4 digits each (any text is a response)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def digits(n):
+        return "".join(str(d) for d in torch.randint(0, 10, (n,), generator=g).tolist())
+
+    def length():
+        return int(torch.randint(1, 5, (1,), generator=g))
+
+    return [(f"{digits(2)}+{digits(2)}=", digits(length()), digits(length())) for _ in range(size)]
+
+
+def flat_gradients(model):
+    """All gradients of ``model``'s parameters as one vector (zeros where a parameter has none)."""
+    return torch.cat([torch.zeros(p.numel()) if p.grad is None else p.grad.reshape(-1) for p in model.parameters()])
+
+
+def projections(vector, seed=0):
+    """Four fixed random projections of ``vector`` (a fingerprint that is cheap to store)."""
+    return torch.randn(4, vector.numel(), generator=torch.Generator().manual_seed(seed)) @ vector
+
+
+# the visible tests' pairs: responses of different lengths, so that the rows are padded
+LM_PAIRS = [("07+42=", "49", "48"), ("13+08=", "21", "2100"), ("55+55=", "110", "11"), ("90+09=", "99", "9")]
+
+# %% build_only=true
+# Run when the assignment is built, then removed: the library's gradient of its per-instance loss.
+def _library_dpo_gradient(prompt, chosen, rejected, beta):
+    """Four projections of the gradient of rl.lm.compute_per_instance_dpo_loss with respect to LM's parameters."""
+    params = list(LM.parameters())
+    grads = torch.autograd.grad(rl.lm.compute_per_instance_dpo_loss(LM, LM_REF, LM_TOKENIZER, beta, prompt, chosen, rejected),
+                                params, allow_unused=True)
+    return projections(torch.cat([torch.zeros(p.numel()) if g is None else g.reshape(-1) for p, g in zip(params, grads)]))
+
+# %% nbgrader={"grade": false, "grade_id": "sequence_log_probs", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def sequence_log_probs(model, input_ids, attention_mask, completion_mask):
+    """(N, L) token ids, attention mask and completion mask (bool) -> (N,) log π(response | prompt), nats."""
+    ### BEGIN SOLUTION
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (N, L, V)
+    log_probs = torch.log_softmax(logits[:, :-1], dim=-1)  # position t − 1 predicts the token at t
+    per_token = log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (N, L − 1)
+    return torch.where(completion_mask[:, 1:], per_token, torch.zeros_like(per_token)).sum(-1)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": false, "grade_id": "per_instance_dpo_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def per_instance_dpo_loss(lm, lm_ref, tokenizer, beta, prompt, response_chosen, response_rejected):
+    """π_θ, π_ref, their tokenizer, β and one pair of strings -> the pair's DPO loss (0-dim tensor)."""
+    ### BEGIN SOLUTION
+    batch = rl.lm.encode_preference_pairs(tokenizer, [prompt], [response_chosen], [response_rejected])
+    policy = sequence_log_probs(lm, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    with torch.no_grad():
+        ref = sequence_log_probs(lm_ref, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    return dpo_loss(policy[:1], policy[1:], ref[:1], ref[1:], beta)[0]
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_sequence_log_probs", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+batch = rl.lm.encode_preference_pairs(LM_TOKENIZER, *map(list, zip(*LM_PAIRS)))
+ids, attention, completion = batch["input_ids"], batch["attention_mask"], batch["completion_mask"]
+# the library's sequence log-probabilities of the 8 rows under π_θ and π_ref (stored numbers)
+EXPECTED = snapshot([rl.lm.sequence_log_probs(model, ids, attention, completion).detach() for model in (LM, LM_REF)])
+mine = sequence_log_probs(LM, ids, attention, completion)
+assert mine.shape == (len(ids),), mine.shape
+assert mine.requires_grad, "the log-probabilities must carry the gradient with respect to the model's parameters"
+torch.testing.assert_close(mine, EXPECTED[0], atol=1e-10, rtol=0)
+torch.testing.assert_close(sequence_log_probs(LM_REF, ids, attention, completion), EXPECTED[1], atol=1e-10, rtol=0)
+print(f"log π_θ(y | x) of the chosen responses {mine[:4].detach().numpy().round(3)}, "
+      f"the rejected {mine[4:].detach().numpy().round(3)}")
+with torch.no_grad():
+    # padding does not count: other token ids where attention_mask is False, and extra padding columns
+    scrambled = torch.where(attention, ids, (ids * 7 + 5) % len(LM_TOKENIZER))
+    torch.testing.assert_close(sequence_log_probs(LM, scrambled, attention, completion), mine, atol=1e-12, rtol=0)
+    pads, nothing = torch.full((len(ids), 3), LM_TOKENIZER.pad_token_id), torch.zeros(len(ids), 3, dtype=torch.bool)
+    wider = torch.cat([ids, pads], 1), torch.cat([attention, nothing], 1), torch.cat([completion, nothing], 1)
+    torch.testing.assert_close(sequence_log_probs(LM, *wider), mine, atol=1e-12, rtol=0)
+    # the prompt does not count, and the sum is over the masked positions: first response token + the rest
+    first = completion & (completion.cumsum(-1) == 1)
+    parts = sequence_log_probs(LM, ids, attention, first) + sequence_log_probs(LM, ids, attention, completion & ~first)
+    torch.testing.assert_close(parts, mine, atol=1e-12, rtol=0)
+    assert (sequence_log_probs(LM, ids, attention, torch.zeros_like(completion)) == 0).all()
+    assert (parts < 0).all()
+### BEGIN HIDDEN TESTS
+for i in range(3):
+    model = tiny_lm(GRADING_SEED + i)
+    texts = random_preference_texts(GRADING_SEED + i, size=2 + i)
+    b = rl.lm.encode_preference_pairs(LM_TOKENIZER, *map(list, zip(*texts)))
+    g = torch.Generator().manual_seed(GRADING_SEED + i)
+    # any mask of real tokens outside column 0, not only the responses
+    random_mask = b["attention_mask"] & (torch.rand(b["input_ids"].shape, generator=g) < 0.5)
+    random_mask[:, 0] = False
+    with torch.no_grad():
+        expected = rl.lm.sequence_log_probs(model, b["input_ids"], b["attention_mask"], b["completion_mask"])
+        expected_random = rl.lm.sequence_log_probs(model, b["input_ids"], b["attention_mask"], random_mask)
+    torch.testing.assert_close(sequence_log_probs(model, b["input_ids"], b["attention_mask"], b["completion_mask"]),
+                               expected, atol=1e-10, rtol=0)
+    torch.testing.assert_close(sequence_log_probs(model, b["input_ids"], b["attention_mask"], random_mask),
+                               expected_random, atol=1e-10, rtol=0)
+### END HIDDEN TESTS
+print("sequence log-probabilities: OK")
+
+# %% nbgrader={"grade": true, "grade_id": "test_per_instance_dpo_loss", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# the library's per-instance loss on the visible pairs for β = 0.1 and 0.5 (stored numbers)
+EXPECTED = snapshot([[rl.lm.compute_per_instance_dpo_loss(LM, LM_REF, LM_TOKENIZER, beta, *pair).detach() for beta in (0.1, 0.5)]
+                     for pair in LM_PAIRS])
+for pair, expected in zip(LM_PAIRS, EXPECTED):
+    for beta, loss in zip((0.1, 0.5), expected):
+        mine = per_instance_dpo_loss(LM, LM_REF, LM_TOKENIZER, beta, *pair)
+        assert mine.dim() == 0, mine.shape
+        torch.testing.assert_close(mine, loss, atol=1e-10, rtol=0)
+print("per-instance DPO loss at β = 0.5:", [round(per_instance_dpo_loss(LM, LM_REF, LM_TOKENIZER, 0.5, *pair).item(), 4)
+                                             for pair in LM_PAIRS])
+# π_θ = π_ref: every implicit reward is 0 and the loss is log 2
+torch.testing.assert_close(per_instance_dpo_loss(LM, LM, LM_TOKENIZER, 0.5, *LM_PAIRS[0]).detach(),
+                           torch.tensor(math.log(2)), atol=1e-12, rtol=0)
+### BEGIN HIDDEN TESTS
+for i in range(2):
+    lm, lm_ref = tiny_lm(GRADING_SEED + 10 + i), tiny_lm(GRADING_SEED + 20 + i)
+    beta = [0.05, 0.3, 1.0, 2.0][i * 2 + GRADING_SEED % 2]
+    for pair in random_preference_texts(GRADING_SEED + 10 + i, size=3):
+        with torch.no_grad():
+            expected = rl.lm.compute_per_instance_dpo_loss(lm, lm_ref, LM_TOKENIZER, beta, *pair)
+        torch.testing.assert_close(per_instance_dpo_loss(lm, lm_ref, LM_TOKENIZER, beta, *pair).detach(), expected,
+                                   atol=1e-10, rtol=0)
+### END HIDDEN TESTS
+print("per-instance DPO loss: OK")
+
+# %% nbgrader={"grade": true, "grade_id": "test_per_instance_dpo_gradient", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# loss.backward(): a gradient on π_θ's parameters, none on π_ref's; four random projections of π_θ's
+# gradient against the library's (stored numbers)
+EXPECTED = snapshot(_library_dpo_gradient(*LM_PAIRS[1], 0.5))
+LM.zero_grad(set_to_none=True)
+LM_REF.zero_grad(set_to_none=True)
+per_instance_dpo_loss(LM, LM_REF, LM_TOKENIZER, 0.5, *LM_PAIRS[1]).backward()
+assert all(p.grad is None for p in LM_REF.parameters()), "a gradient reached π_ref's parameters"
+assert flat_gradients(LM).abs().sum() > 0, "no gradient reached π_θ's parameters"
+torch.testing.assert_close(projections(flat_gradients(LM)), EXPECTED, atol=1e-10, rtol=1e-8)
+LM.zero_grad(set_to_none=True)
+### BEGIN HIDDEN TESTS
+for i in range(2):
+    lm, lm_ref = tiny_lm(GRADING_SEED + 30 + i), tiny_lm(GRADING_SEED + 40 + i)
+    pair = random_preference_texts(GRADING_SEED + 30 + i, size=1)[0]
+    beta = [0.2, 1.5][i]
+    params = list(lm.parameters())
+    grads = torch.autograd.grad(rl.lm.compute_per_instance_dpo_loss(lm, lm_ref, LM_TOKENIZER, beta, *pair), params,
+                                allow_unused=True)
+    expected = torch.cat([torch.zeros(p.numel()) if g is None else g.reshape(-1) for p, g in zip(params, grads)])
+    per_instance_dpo_loss(lm, lm_ref, LM_TOKENIZER, beta, *pair).backward()
+    assert all(p.grad is None for p in lm_ref.parameters())
+    torch.testing.assert_close(flat_gradients(lm), expected, atol=1e-10, rtol=1e-8)
+### END HIDDEN TESTS
+print("gradient into π_θ only: OK")

@@ -93,13 +93,13 @@ ORACLES = frozenset({
     # the capstone's pieces (some live in rlbook.lm, which the guard poisons too)
     "completion_log_probs", "token_log_probs", "get_response_log_probs", "grpo_microbatch_train_step",
     "policy_gradient_loss", "clipped_surrogate_loss_masked", "kl_penalty_loss", "train_grpo",
-    # part 5's (rlbook.preferences, rlbook.kl_regularised, rlbook.algos.dpo), with the library's functions that
-    # compute one of them under another name (SimPO with γ = 0 on log-ratios is DPO; ∂(β·log Z)/∂r is π*) and
-    # the loop oracles of rlbook.reference; the guard poisons them in those modules too
+    # part 5's (rlbook.preferences, rlbook.kl_regularised, rlbook.algos.dpo, rlbook.lm.dpo), with the library's
+    # functions that compute one of them under another name (SimPO with γ = 0 on log-ratios is DPO; ∂(β·log Z)/∂r
+    # is π*) and the loop oracles of rlbook.reference; the guard poisons them in those modules too
     "bradley_terry_loss", "bradley_terry_probability", "implicit_rewards", "dpo_loss", "dpo_gradient_weight",
     "simpo_loss", "kl_regularised_optimum", "kl_regularised_value", "best_of_n_probs", "best_of_n_kl",
     "best_of_n_kl_bound", "dpo_population_loss", "preference_loss", "dpo_step", "train_dpo", "train_online_dpo",
-    "compute_per_instance_dpo_loss", "reward_model_step", "train_reward_model",
+    "compute_per_instance_dpo_loss", "sequence_log_probs", "reward_model_step", "train_reward_model",
     "bradley_terry_loss_loop", "dpo_loss_loop", "simpo_loss_loop", "dpo_population_loss_loop",
     "best_of_n_probs_enumeration", "kl_regularised_optimum_search",
     # the loop oracles of rlbook.reference that compute parts 1-4's and the capstone's graded functions
