@@ -58,3 +58,27 @@ def _torch_globals_restored():
     torch.set_default_dtype(dtype)
     torch.set_num_threads(threads)
     torch.set_grad_enabled(grad)
+
+
+@pytest.fixture(scope="session")
+def book_cli_build(tmp_path_factory):
+    """``rlbook book --out DIR``, run once for the whole test run (about 15 s): ``(exit status, what it
+    printed, DIR)``. The site tests and the browser tests share this build and only read it (printing
+    the PDF adds a page to it and removes it again)."""
+    import contextlib
+    import io
+
+    from rlbook.app import cli
+
+    out, printed = tmp_path_factory.mktemp("site") / "_build", io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = cli.main(["book", "--out", str(out)])
+    return status, printed.getvalue(), out
+
+
+@pytest.fixture(scope="session")
+def built_book_html(book_cli_build):
+    """The built site's html folder (``book_cli_build``)."""
+    status, printed, out = book_cli_build
+    assert status == 0, printed
+    return out / "html"

@@ -318,7 +318,7 @@ HOSTILE = {
     # a wrong k3 that changes the test's input so that the reference computed after it is 0 too
     "rt_mutates_inputs": ("body", "k3", "    ref_log_probs.copy_(log_probs)\n    return torch.zeros_like(log_probs)\n"),
 }
-HOSTILE_TIMEOUT = 45  # s per cell, not nbgrader's 30 s default: the endless loop is interrupted after this
+HOSTILE_TIMEOUT = 20  # s per cell, not nbgrader's 30 s default: the endless loop is interrupted after this
 
 
 def _solution(text: str, body: str) -> str:
@@ -983,14 +983,14 @@ def test_the_sandbox_hides_the_course_and_the_network(hostile):
 
 def test_the_per_cell_timeout_is_the_one_passed(hostile):
     """The endless loop in group_advantages costs exactly the tests that call it, each interrupted after
-    HOSTILE_TIMEOUT (45 s), not after nbgrader's 30 s default."""
+    HOSTILE_TIMEOUT (20 s), not after nbgrader's 30 s default (the window excludes 30 s)."""
     expected = _tests_of(SOURCE / HOSTILE_IN / f"{HOSTILE_IN}.ipynb", "group_advantages")
     assert expected and set(hostile.lost("loops_forever", HOSTILE_IN)) == expected
     executed = hostile.scores_csv.parent / "autograded" / "loops_forever" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
     waited = [float(m) for c in _cells(executed) if _meta(c).get("grade_id") in expected for o in c.get("outputs", [])
               for m in re.findall(r"interrupted after ([0-9.]+) s", _text(o))]
     assert len(waited) == len(expected), waited
-    assert all(HOSTILE_TIMEOUT - 1 <= w < HOSTILE_TIMEOUT + 15 for w in waited), waited  # 45 s, not 30
+    assert all(HOSTILE_TIMEOUT - 1 <= w < HOSTILE_TIMEOUT + 8 for w in waited), waited  # 20 s, not 30
 
 
 def test_exit_costs_only_the_broken_cell(hostile):

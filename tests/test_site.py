@@ -103,10 +103,10 @@ def test_find_book_dir_finds_the_clone_and_fails_clearly(tmp_path, monkeypatch):
         site.find_book_dir(tmp_path)
 
 
-@pytest.fixture(scope="module")
-def built_html(tmp_path_factory):
-    """The whole site, built once for this module's tests (about 20 s)."""
-    return site.build_book(tmp_path_factory.mktemp("site") / "_build", quiet=True)
+@pytest.fixture
+def built_html(built_book_html):
+    """The whole site, built once for the run (tests/conftest.py)."""
+    return built_book_html
 
 
 def test_book_builds_strictly_and_stages_every_solution(built_html):
@@ -135,9 +135,12 @@ def test_a_broken_reference_fails_the_build(tmp_path):
         site.build_book(tmp_path / "_build", book_dir=book, quiet=True)
 
 
-def test_cli_book_prints_the_path(tmp_path, capsys):
-    assert cli.main(["book", "--out", str(tmp_path / "b")]) == 0
-    assert capsys.readouterr().out.strip().endswith(str(tmp_path / "b" / "html"))
+def test_cli_book_prints_the_path(book_cli_build, tmp_path):
+    status, printed, out = book_cli_build  # `rlbook book --out DIR`, run once for the session
+    assert status == 0, printed
+    lines = printed.strip().splitlines()
+    assert lines[-1] == str(out / "html"), printed
+    assert re.fullmatch(r"built \d+ chapters \(\d+ solutions folded, \d+ citations linked\) in \d+ s", lines[-2]), printed
     assert cli.main(["book", "--serve", "--no-build", "--out", str(tmp_path / "none")]) == 2
 
 

@@ -17,6 +17,9 @@ Fixtures:
 from __future__ import annotations
 
 import os
+import functools
+import http.server
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,3 +67,23 @@ def artifact_dir() -> Path:
     d = Path(os.environ.get("RLBOOK_ARTIFACTS") or Path(__file__).parent / "artifacts")
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def built_site(built_book_html, chromium_path):
+    """The site built once for the run (``built_book_html``, tests/conftest.py), served on a free local
+    port: ``(html folder, base URL)``."""
+    html = built_book_html
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(html)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield html, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

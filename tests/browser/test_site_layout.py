@@ -9,7 +9,7 @@ Screenshot: ``site_glossary.png`` in the artefacts folder.
 
 from __future__ import annotations
 
-from .test_site_pages import _wait_until_rendered, built_site  # noqa: F401  (the module's site)
+from .test_site_pages import _wait_until_rendered
 
 # a text's width in an element's own font, to tell a fixed-width font from a proportional one
 _TEXT_WIDTH = """(el, texts) => {
@@ -19,7 +19,7 @@ _TEXT_WIDTH = """(el, texts) => {
 }"""
 
 
-def test_glossary_tables_fit_the_column(built_site, offline_page, artifact_dir):  # noqa: F811
+def test_glossary_tables_fit_the_column(built_site, offline_page, artifact_dir):
     _, base = built_site
     page = offline_page.page
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -39,7 +39,7 @@ def test_glossary_tables_fit_the_column(built_site, offline_page, artifact_dir):
     assert offline_page.external_requests == [] and offline_page.page_errors == []
 
 
-def test_saved_readouts_use_a_fixed_width_font(built_site, offline_page):  # noqa: F811
+def test_saved_readouts_use_a_fixed_width_font(built_site, offline_page):
     _, base = built_site
     page = offline_page.page
     page.goto(f"{base}/05_importance_sampling.html")  # the kl explorer's table of estimators

@@ -11,39 +11,16 @@ to the artefacts folder.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import re
-import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from rlbook import site
-
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PAGES = ["intro", *CHAPTERS, "glossary", "bibliography"]
 RAW_TEX = re.compile(r"\$\$|\\(frac|mathbb|hat|sum|nabla|theta|pi|log|mathrm|text|left|right)\b")
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture(scope="module")
-def built_site(tmp_path_factory, chromium_path):
-    html = site.build_book(tmp_path_factory.mktemp("site") / "_build", quiet=True)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(html)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield html, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _wait_until_rendered(page) -> None:

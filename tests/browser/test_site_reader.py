@@ -23,10 +23,10 @@ import pytest
 from rlbook.app import site
 from rlbook.app.chapters import list_chapters
 
-from .test_site_pages import CHAPTERS, ROOT, _wait_until_rendered, built_site  # noqa: F401  (the module's site)
+from .test_site_pages import CHAPTERS, ROOT, _wait_until_rendered
 
 
-def test_download_link_gives_the_stored_notebook(built_site, offline_page, tmp_path):  # noqa: F811
+def test_download_link_gives_the_stored_notebook(built_site, offline_page, tmp_path):
     _, base = built_site
     page = offline_page.page
     chapter = CHAPTERS[-1]
@@ -47,7 +47,7 @@ def test_download_link_gives_the_stored_notebook(built_site, offline_page, tmp_p
     assert offline_page.external_requests == [] and offline_page.page_errors == [] and offline_page.console_errors == []
 
 
-def test_long_outputs_are_collapsed_until_asked(built_site, offline_page, artifact_dir):  # noqa: F811
+def test_long_outputs_are_collapsed_until_asked(built_site, offline_page, artifact_dir):
     html_dir, base = built_site
     page = offline_page.page
     page.goto(f"{base}/09_grpo.html")
@@ -101,7 +101,7 @@ def _pdf_strings(data: bytes) -> str:
     return "\n".join(found)
 
 
-def test_the_whole_book_prints_to_pdf_offline(built_site, browser, artifact_dir, tmp_path):  # noqa: F811
+def test_the_whole_book_prints_to_pdf_offline(built_site, browser, artifact_dir, tmp_path):
     """The PDF of ``rlbook book --pdf`` (here with the tests' Chromium; the command launches its own)."""
     html_dir, _ = built_site
     pdf = tmp_path / site.PDF_NAME
