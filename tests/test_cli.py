@@ -35,6 +35,23 @@ def test_list(book, capsys):
     assert "01  Title of 01_ok" in out and "02  Title of 02_broken" in out
 
 
+def test_list_prints_each_chapters_measured_run_time_while_its_code_is_the_timed_code(book, capsys):
+    from rlbook.app import site
+
+    (book / "book").mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        (book / "book" / name).write_text("title: t\n")
+    cells = json.loads((book / "notebooks" / "01_ok.ipynb").read_text())["cells"]
+    entry = {"seconds": 12.3, "cpu_cores": 2, "size": "small", "load_average": 0.5, "date": "2026-11-29"}
+    (book / "book" / "run_times.json").write_text(json.dumps({
+        "01_ok": {**entry, "code_sha256": site.code_fingerprint(cells)},
+        "02_broken": {**entry, "code_sha256": "0" * 64}}))  # timed on other code: stale
+    assert cli.main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "ran in 12 s on 2 CPU cores at the small size, load average 0.5, 2026-11-29" in lines[0], lines
+    assert "run time not measured for this version" in lines[1] and "ran in" not in lines[1], lines
+
+
 def test_run_one_chapter_writes_output_and_headline(book, capsys):
     src = (book / "notebooks" / "01_ok.ipynb").read_text()
     assert cli.main(["run", "1", "--size", "full", "--out", "out"]) == 0

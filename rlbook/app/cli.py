@@ -1,6 +1,6 @@
 """``rlbook``: run the book's chapters headless, or list them.
 
-    rlbook list                       # the chapters, in reading order
+    rlbook list                       # the chapters, in reading order, with their measured run times
     rlbook run                        # execute every chapter (small size), summary table at the end
     rlbook run 03                     # one chapter (or several: rlbook run 02 03)
     rlbook run --size full --out runs/full
@@ -122,8 +122,24 @@ def _table(rows: list[dict]) -> str:
 
 
 def _cmd_list(args) -> int:
+    """Each chapter in reading order, with its measured run time (``book/run_times.json``, recorded by
+    ``tools/build_notebooks.py``) while the stored notebook's code is the code that was timed."""
+    import json
+
+    from rlbook.app import site
+
+    try:
+        run_times = site.read_run_times(site.find_book_dir())
+    except FileNotFoundError:
+        run_times = {}
     for ch in list_chapters():
-        print(f"{ch.number}  {ch.title}  ({ch.path.name})")
+        entry = run_times.get(ch.path.stem)
+        if entry is not None and entry.get("code_sha256") != site.code_fingerprint(json.loads(ch.path.read_text())["cells"]):
+            entry = None  # measured on other code
+        timed = ("run time not measured for this version" if entry is None else
+                 f"ran in {entry['seconds']:.0f} s on {entry.get('cpu_cores', '?')} CPU cores at the {entry.get('size', 'small')} size, "
+                 f"load average {entry.get('load_average', '?')}, {entry.get('date', '?')}")
+        print(f"{ch.number}  {ch.title}  ({ch.path.name}; {timed})")
     return 0
 
 
