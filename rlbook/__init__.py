@@ -60,14 +60,33 @@ _MODULES = [
     "algos.dpo",
 ]
 
-__all__: list[str] = []
-for _name in _MODULES:
-    _mod = importlib.import_module(f"rlbook.{_name}")
-    for _public in _mod.__all__:
-        if _public in globals() and globals()[_public] is not getattr(_mod, _public):
-            raise ImportError(f"rlbook: public name {_public!r} defined twice (in rlbook.{_name})")
-        globals()[_public] = getattr(_mod, _public)
-        __all__.append(_public)
+# The modules above are imported, and their names gathered here, on the first use of a public name
+# (``rl.gae``, ``from rlbook import gae``, ``from rlbook import *``, ``dir(rl)``), all at once and in
+# this order: ``import rlbook`` alone, as the ``rlbook`` command and ``import rlbook.app.cli`` do,
+# imports no module of the library, so neither torch nor numpy.
+_loaded = False
+_loading = False
+
+
+def _load() -> None:
+    """Import every module of ``_MODULES`` and gather its ``__all__`` here (once)."""
+    global _loaded, _loading, __all__
+    if _loaded or _loading:
+        return
+    _loading = True
+    try:
+        names: list[str] = []
+        for _name in _MODULES:
+            _mod = importlib.import_module(f"rlbook.{_name}")
+            for _public in _mod.__all__:
+                if _public in globals() and globals()[_public] is not getattr(_mod, _public):
+                    raise ImportError(f"rlbook: public name {_public!r} defined twice (in rlbook.{_name})")
+                globals()[_public] = getattr(_mod, _public)
+                names.append(_public)
+        __all__ = names
+        _loaded = True
+    finally:
+        _loading = False
 
 
 # the book's machinery lives in rlbook.app (see its docstring); these names stay reachable as
@@ -80,4 +99,13 @@ def __getattr__(name: str):
         return importlib.import_module(f"rlbook.{name}")
     if name in _APP:
         return importlib.import_module(f"rlbook.app.{name}")
+    if not (name.startswith("_") and name != "__all__"):  # `from rlbook import _checks` finds the module itself
+        _load()
+        if name in globals():
+            return globals()[name]
     raise AttributeError(f"module 'rlbook' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    _load()
+    return sorted(globals())

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a device is chosen: `rlbook --help` needs none
+    import torch
 
 __all__ = ["SIZES", "get_size", "by_size", "get_device", "same_device", "runs_dir", "benchmark_results"]
 
@@ -61,6 +62,8 @@ def get_device(device: str | torch.device | None = None) -> torch.device:
         ValueError: ``$RLBOOK_DEVICE`` is not one of ``cpu``, ``cuda``, ``cuda:N``; or it asks for
             CUDA (or a CUDA index) that this machine does not have.
     """
+    import torch
+
     if device is not None:
         return torch.device(device)
     value = os.environ.get(DEVICE_ENV, "").strip().lower()
@@ -86,6 +89,8 @@ def same_device(a: str | torch.device, b: str | torch.device) -> bool:
     so ``same_device("cuda", "cuda:0")`` is True while GPU 0 is current (``torch.device("cuda") !=
     torch.device("cuda:0")`` in torch). Types compare first; CUDA is not initialised for CPU devices.
     """
+    import torch
+
     a, b = torch.device(a), torch.device(b)
     if a.type != b.type:
         return False

@@ -96,10 +96,13 @@ def explorer_title(name: str) -> str:
     """A heading for explorer ``name``: the first line of its module's docstring, else the name."""
     from rlbook.widgets import EXPLORERS
 
+    import ast
+
     module_name = EXPLORERS[name].split(":")[0]
-    try:
-        doc = importlib.import_module(module_name).__doc__ or ""
-    except ImportError:
+    try:  # read from the source, not imported: the explorer modules import torch, the command does not
+        spec = importlib.util.find_spec(module_name)
+        doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) or ""
+    except (ImportError, AttributeError, TypeError, OSError, SyntaxError):
         doc = ""
     first = doc.strip().splitlines()[0].strip() if doc.strip() else ""
     return first.rstrip(".") or f"{name} explorer"
