@@ -101,6 +101,27 @@ def _pdf_strings(data: bytes) -> str:
     return "\n".join(found)
 
 
+def _blank_pages(pdf) -> list[int]:
+    """Pages (1-based) with nothing on them but the page number: no other text and no image (an empty
+    code frame left behind by a block that jumped to the next sheet, or a blank sheet). Only pages
+    with a handful of text operators are read closely, so the whole book takes about a second."""
+    import pypdf
+
+    reader = pypdf.PdfReader(pdf)
+    total, blank = len(reader.pages), []
+    for number, page in enumerate(reader.pages, 1):
+        shown = len(re.findall(rb"[)\]>]\s*T[jJ]\b", page.get_contents().get_data()))
+        if shown > 6:
+            continue
+        text = re.sub(rf"\b{number} / {total}\b", "", page.extract_text() or "").strip()
+        xobjects = (page.get("/Resources") or {}).get("/XObject")
+        images = [x for x in (xobjects.get_object().values() if xobjects else [])
+                  if x.get_object().get("/Subtype") == "/Image"]
+        if not text and not images:
+            blank.append(number)
+    return blank
+
+
 def test_the_whole_book_prints_to_pdf_offline(built_site, browser, artifact_dir, tmp_path):
     """The PDF of ``rlbook book --pdf`` (here with the tests' Chromium; the command launches its own)."""
     html_dir, _ = built_site
@@ -112,6 +133,7 @@ def test_the_whole_book_prints_to_pdf_offline(built_site, browser, artifact_dir,
     assert printed["pages"] == site.pdf_page_count(pdf) > 10 * len(chapters), printed
     assert printed["formulas"] > 1000, printed  # typeset before printing (raw TeX would be an error)
     assert not (html_dir / "_rlbook_print.html").exists()  # the site is left as it was
+    assert _blank_pages(pdf) == [], "sheets with nothing but their page number (an empty code frame?)"
     # a heading that wraps on the sheet is one outline title with its line breaks dropped: compare
     # without white space
     titles = re.sub(r"\s+", "", _pdf_strings(pdf.read_bytes()))
@@ -134,3 +156,17 @@ def test_printing_refuses_a_page_that_reaches_off_the_machine(browser, tmp_path)
     (tmp_path / "intro.html").write_text(page.replace('<img src="https://example.org/tracker.png">', ""))
     printed = site.print_pdf(tmp_path, tmp_path / "out.pdf", ["intro"], browser=browser, timeout_s=60)
     assert printed["pages"] == 1 and printed["formulas"] == 0
+
+
+def test_the_blank_sheet_check_finds_a_sheet_with_only_its_page_number(browser, tmp_path):
+    """The check of the book's PDF is not vacuous: a forced blank sheet between two of text is found,
+    and a sheet holding only an image is not blank."""
+    pixel = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+    page = ('<html><head><title>t</title></head><body><article class="bd-article"><h1>First</h1>'
+            '<div style="break-after: page"></div><div style="break-after: page">&nbsp;</div>'
+            f'<p>third sheet</p><div style="break-before: page"><img src="{pixel}" width="200" height="200"></div>'
+            '</article></body></html>')
+    (tmp_path / "intro.html").write_text(page)
+    printed = site.print_pdf(tmp_path, tmp_path / "out.pdf", ["intro"], browser=browser, timeout_s=60)
+    assert printed["pages"] == 4, printed
+    assert _blank_pages(tmp_path / "out.pdf") == [2]
