@@ -2,7 +2,8 @@
 
 * the glossary's tables fit the text column at a 1280-pixel window: none scrolls sideways, and the
   "first met" column lies inside the column (it was cut off behind a horizontal scroll);
-* the explorers' saved readouts (number tables) are set in a fixed-width font, one line per row.
+* the explorers' saved readouts (number tables) are set in a fixed-width font, one line per row;
+* at every width one search button shows, and no top bar that holds nothing else.
 
 Screenshot: ``site_glossary.png`` in the artefacts folder.
 """
@@ -50,3 +51,24 @@ def test_saved_readouts_use_a_fixed_width_font(built_site, offline_page):
         narrow, wide = pres.nth(i).evaluate(_TEXT_WIDTH, ["iiiiiiiiii", "MMMMMMMMMM"])
         assert abs(narrow - wide) < 0.5, f"readout {i} is in a proportional font ({narrow:.1f} vs {wide:.1f} px)"
         assert pres.nth(i).evaluate("p => getComputedStyle(p).whiteSpace") == "pre"  # rows never wrap
+
+
+_VISIBLE = """sel => [...document.querySelectorAll(sel)].filter(e => {
+    const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
+    return r.width > 0 && r.height > 0 && cs.visibility !== 'hidden';
+}).length"""
+
+
+def test_one_search_button_and_no_empty_top_bar(built_site, offline_page):
+    """The theme's top bar held only a second search button from 960 px wide; it is gone, one search
+    stays in reach at every width, and the contents toggle too where the right sidebar is folded."""
+    _, base = built_site
+    page = offline_page.page
+    page.goto(f"{base}/03_reinforce.html")
+    _wait_until_rendered(page)
+    for width in (1280, 1000, 800, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate(_VISIBLE, "header.bd-header") == 0, width
+        assert page.evaluate(_VISIBLE, "button.search-button__button, button.search-button") == 1, width
+        if width < 1200:
+            assert page.evaluate(_VISIBLE, "button.secondary-toggle") >= 1, width
