@@ -33,3 +33,54 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();
+
+// Inline formulas wider than their paragraph (a long sum on a phone-width window) scroll sideways
+// inside the text instead of pushing the whole page wider than the window; re-checked on resize.
+(function () {
+  function fit() {
+    document.querySelectorAll("mjx-container:not([display='true'])").forEach(function (m) {
+      m.classList.remove("rlbook-wide-math");
+      var block = m.closest("p, li, td, th, div") || m.parentElement;
+      var room = block.getBoundingClientRect().right - m.getBoundingClientRect().left;
+      if (m.getBoundingClientRect().width > room + 1) m.classList.add("rlbook-wide-math");
+    });
+  }
+  function init() {
+    var ready = window.MathJax && MathJax.startup && MathJax.startup.promise;
+    (ready ? MathJax.startup.promise : Promise.resolve()).then(fit);
+    var timer;
+    window.addEventListener("resize", function () { clearTimeout(timer); timer = setTimeout(fit, 150); });
+  }
+  if (document.readyState === "complete") init();
+  else window.addEventListener("load", init);
+})();
+
+// Code names in the prose and the tables (`clip_eps_high`, `rl.lm.sequence_log_probs`,
+// `CategoricalMLPPolicy`) may wrap after an underscore, a dot, an equals sign or a comma, and between
+// the words of a CamelCase name, never in the middle of a word: a <wbr> is placed at each such point
+// (the text, and what a copy gives, are unchanged).
+(function () {
+  var POINT = /[_.=,](?=.)|[a-z](?=[A-Z])|[A-Z](?=[A-Z][a-z])/g;
+  function soften(code) {
+    var walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT), nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    nodes.forEach(function (node) {
+      var text = node.nodeValue, cuts = [], m;
+      POINT.lastIndex = 0;
+      while ((m = POINT.exec(text))) cuts.push(m.index + 1);
+      if (!cuts.length) return;
+      var frag = document.createDocumentFragment(), start = 0;
+      cuts.concat([text.length]).forEach(function (end) {
+        frag.appendChild(document.createTextNode(text.slice(start, end)));
+        if (end < text.length) frag.appendChild(document.createElement("wbr"));
+        start = end;
+      });
+      node.parentNode.replaceChild(frag, node);
+    });
+  }
+  function init() {
+    document.querySelectorAll("main p code, main li code, main td code, main th code").forEach(soften);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

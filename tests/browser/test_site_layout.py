@@ -3,7 +3,10 @@
 * the glossary's tables fit the text column at a 1280-pixel window: none scrolls sideways, and the
   "first met" column lies inside the column (it was cut off behind a horizontal scroll);
 * the explorers' saved readouts (number tables) are set in a fixed-width font, one line per row;
-* at every width one search button shows, and no top bar that holds nothing else.
+* at every width one search button shows, and no top bar that holds nothing else;
+* the glossary's code names wrap between their words (after ``_``, ``.``, ``=``, between CamelCase
+  words), never inside one, at a 1280-pixel window;
+* at a phone's 390 pixels no page is wider than the window (long inline formulas scroll in place).
 
 Screenshot: ``site_glossary.png`` in the artefacts folder.
 """
@@ -72,3 +75,35 @@ def test_one_search_button_and_no_empty_top_bar(built_site, offline_page):
         assert page.evaluate(_VISIBLE, "button.search-button__button, button.search-button") == 1, width
         if width < 1200:
             assert page.evaluate(_VISIBLE, "button.secondary-toggle") >= 1, width
+
+
+_BROKEN_WORDS = """() => { const out = []; document.querySelectorAll('main table code').forEach(c => {
+    const walker = document.createTreeWalker(c, NodeFilter.SHOW_TEXT); let n;
+    while ((n = walker.nextNode())) {
+        const r = document.createRange(); r.selectNodeContents(n);
+        if (new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1) out.push(n.nodeValue);
+    } });
+    return {broken: out, points: document.querySelectorAll('main table code wbr').length}; }"""
+
+
+def test_glossary_code_names_wrap_between_words(built_site, offline_page):
+    _, base = built_site
+    page = offline_page.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{base}/glossary.html")
+    _wait_until_rendered(page)
+    found = page.evaluate(_BROKEN_WORDS)
+    assert found["points"] > 100, found  # the names were given their wrap points
+    assert found["broken"] == [], f"code names broken inside a word: {found['broken']}"
+
+
+def test_no_page_is_wider_than_a_phone(built_site, offline_page):
+    _, base = built_site
+    page = offline_page.page
+    page.set_viewport_size({"width": 390, "height": 844})
+    for name in ("09_grpo", "14_train_inference_mismatch", "glossary"):  # long inline formulas, long code names
+        page.goto(f"{base}/{name}.html")
+        _wait_until_rendered(page)
+        page.wait_for_timeout(300)  # the wide-formula check runs after MathJax
+        wider = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert wider <= 0, f"{name}: {wider} px wider than a 390-pixel window"
