@@ -17,6 +17,6 @@ book and a course:
 * :mod:`~rlbook.app.assignments` and :mod:`~rlbook.app.grading`: ``rlbook assignments``, the course
   assignments released and graded by nbgrader, and the sandbox that grades them.
 
-Nothing here is imported by ``import rlbook`` except ``claims`` and ``headline``, whose public names
-the chapters use as ``rl.<name>``; the package itself imports nothing.
+Nothing here is imported with the library's names (on the first ``rl.<name>``) except ``claims`` and
+``headline``, whose public names the chapters use as ``rl.<name>``; the package itself imports nothing.
 """

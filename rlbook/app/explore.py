@@ -46,6 +46,7 @@ The browser tests in ``tests/browser/test_explorers.py`` start this command and 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import json
@@ -95,8 +96,6 @@ def explorer_names() -> list[str]:
 def explorer_title(name: str) -> str:
     """A heading for explorer ``name``: the first line of its module's docstring, else the name."""
     from rlbook.widgets import EXPLORERS
-
-    import ast
 
     module_name = EXPLORERS[name].split(":")[0]
     try:  # read from the source, not imported: the explorer modules import torch, the command does not
