@@ -46,3 +46,29 @@ def test_the_explorer_shows_its_figure_through_shown_image(monkeypatch):
     live_explorer({"x": widgets.FloatSlider(value=1.0)}, [["x"]], lambda x: Frame(_figure(), f"x = {x}"))
     ((size, dpi),) = shown
     assert dpi == FIGURE_DPI and size[0] > 4 * SCREEN_DPI  # a 4-inch figure, more pixels than shown
+
+
+def test_the_status_says_updating_while_the_figure_is_redrawn_and_clears_after(monkeypatch):
+    """A figure that still shows the previous setting is marked: "updating…" is set before ``render``
+    runs and cleared after, also when ``render`` fails."""
+    pytest.importorskip("ipywidgets")
+    import ipywidgets as widgets
+
+    from rlbook.widgets import _live
+
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: None)
+    seen = []
+
+    def render(x):
+        seen.append(box.status.value if seen else "first")  # the first call runs inside live_explorer
+        if x < 0:
+            raise ValueError("x must be >= 0")
+        return Frame(_figure(), f"x = {x}")
+
+    slider = widgets.FloatSlider(value=1.0, min=-1.0)
+    box = live_explorer({"x": slider}, [["x"]], render)
+    assert box.status.value == "" and box.status in box.children
+    slider.value = 0.5
+    assert seen[-1] == _live.UPDATING and "updating" in _live.UPDATING and box.status.value == ""
+    slider.value = -0.5  # render fails: the status still clears, the message shows
+    assert seen[-1] == _live.UPDATING and box.status.value == "" and "must be" in box.error.value

@@ -11,7 +11,10 @@ warnings, and the layout of the controls. :func:`live_explorer` connects them:
 * the readout goes into an ``HTML`` widget with the class ``rlbook-readout``;
 * warnings, and any exception ``render`` raises, go into an ``HTML`` widget with the class
   ``rlbook-error`` as one readable line starting with "⚠": the last good figure and numbers stay,
-  and no traceback reaches the reader.
+  and no traceback reaches the reader;
+* while ``render`` runs, an ``HTML`` widget above the figure (class ``rlbook-status``) says
+  "updating…", so a figure that still shows the previous setting is never taken for the new one
+  (the message leaves the kernel as soon as it is set, before the drawing starts).
 
 The drawing functions themselves live beside each explorer and are pure and tested; this module
 only moves values around.
@@ -85,6 +88,8 @@ def _message(err: BaseException) -> str:
 MONOSPACE = ("ui-monospace, SFMono-Regular, Menlo, Consolas, 'DejaVu Sans Mono', 'Liberation Mono', "
              "'Courier New', monospace")
 READOUT_STYLE = f"margin:0;font-size:12px;line-height:1.3;font-family:{MONOSPACE};white-space:pre"
+# what the status line says while the figure is being redrawn
+UPDATING = '<span style="color:#555;font-style:italic">updating…</span>'
 
 
 def live_explorer(controls: dict, layout: Sequence[Sequence[str]], render: Callable[..., Frame], *,
@@ -101,7 +106,7 @@ def live_explorer(controls: dict, layout: Sequence[Sequence[str]], render: Calla
             default 160 is a 2x image, sharp on high-density screens and when zoomed.
     Returns:
         an ``ipywidgets.VBox`` with the extra attributes ``controls`` (the dict), ``figure``,
-        ``readout`` and ``error`` (the three output widgets) and ``redraw()``.
+        ``readout``, ``error`` and ``status`` (the output widgets) and ``redraw()``.
     Raises:
         ValueError: ``layout`` does not name every control exactly once.
     """
@@ -118,26 +123,33 @@ def live_explorer(controls: dict, layout: Sequence[Sequence[str]], render: Calla
     readout.add_class("rlbook-readout")
     error = widgets.HTML()
     error.add_class("rlbook-error")
+    status = widgets.HTML()
+    status.add_class("rlbook-status")
 
     def redraw(*_):
         values = {name: w.value for name, w in controls.items()}
+        status.value = UPDATING
         try:
-            frame = render(**values)
-            png = figure_png(frame.figure, dpi)
-        except Exception as err:  # noqa: BLE001  (any failure becomes a readable line, never a traceback)
-            error.value = f'<span style="color:#b00">⚠ {html.escape(_message(err))}</span>'
-            return
-        figure.clear_output(wait=True)
-        with figure:
-            display(shown_image(png, dpi))
-        readout.value = f'<pre style="{READOUT_STYLE}">{html.escape(frame.readout)}</pre>'
-        error.value = "".join(f'<div style="color:#b00">⚠ {html.escape(w)}</div>' for w in frame.warnings)
+            try:
+                frame = render(**values)
+                png = figure_png(frame.figure, dpi)
+            except Exception as err:  # noqa: BLE001  (any failure becomes a readable line, never a traceback)
+                error.value = f'<span style="color:#b00">⚠ {html.escape(_message(err))}</span>'
+                return
+            figure.clear_output(wait=True)
+            with figure:
+                display(shown_image(png, dpi))
+            readout.value = f'<pre style="{READOUT_STYLE}">{html.escape(frame.readout)}</pre>'
+            error.value = "".join(f'<div style="color:#b00">⚠ {html.escape(w)}</div>' for w in frame.warnings)
+        finally:
+            status.value = ""
 
     for w in controls.values():
         w.observe(redraw, names="value")
     rows = [widgets.HBox([controls[name] for name in row]) for row in layout]
-    box = widgets.VBox([*rows, figure, readout, error])
+    box = widgets.VBox([*rows, status, figure, readout, error])
     box.add_class("rlbook-live")
     box.controls, box.figure, box.readout, box.error, box.redraw = controls, figure, readout, error, redraw
+    box.status = status
     redraw()
     return box
