@@ -317,6 +317,13 @@ HOSTILE = {
     "rt_module_oracle_call": ("body", "k3", "    z = torch.zeros(1)\n    rl.preferences.dpo_loss(z, z, z, z, 0.1)\n"),
     # a wrong k3 that changes the test's input so that the reference computed after it is 0 too
     "rt_mutates_inputs": ("body", "k3", "    ref_log_probs.copy_(log_probs)\n    return torch.zeros_like(log_probs)\n"),
+    # a k3 that reads the tests' expected values or IPython's history (the hidden tests' sources): the names are
+    # the notebook's, not in the student's namespace
+    "ns_reads_notebook": ("body", "k3", ("    for name in ('EXPECTED', '_i', '_rlbook_guard', 'get_ipython'):\n"
+                                         "        try:\n            eval(name)\n"
+                                         "            print('NAMESPACE', name, 'reached')\n"
+                                         "        except NameError:\n            print('NAMESPACE', name, 'undefined')\n"
+                                         "    return EXPECTED[0]['k3'] if len(_i) else None\n")),
 }
 HOSTILE_TIMEOUT = 20  # s per cell, not nbgrader's 30 s default: the endless loop is interrupted after this
 
@@ -1064,6 +1071,17 @@ def test_the_guard_catches_what_reaches_the_kernel(hostile, student, tests, erro
     row = _row(hostile, student)
     assert row["status"] == "graded" and error in row["flags"], row
     assert set(hostile.lost(student, HOSTILE_IN)) == tests, hostile.lost(student, HOSTILE_IN)
+
+
+def test_student_code_cannot_reach_the_notebooks_names(hostile):
+    """With the reduction to definitions off, the student's functions still run in a namespace of their
+    own: the tests' expected values, IPython's history, the guard and get_ipython are undefined there,
+    so a k3 that returns the test's answer fails every test that calls it."""
+    executed = hostile.scores_csv.parent / "autograded" / "ns_reads_notebook" / HOSTILE_IN / f"{HOSTILE_IN}.ipynb"
+    seen = {ln for c in _cells(executed) for o in c.get("outputs", []) for ln in _text(o).splitlines()
+            if ln.startswith("NAMESPACE ")}
+    assert seen == {f"NAMESPACE {n} undefined" for n in ("EXPECTED", "_i", "_rlbook_guard", "get_ipython")}, seen
+    assert set(hostile.lost("ns_reads_notebook", HOSTILE_IN)) == K3_TESTS, hostile.lost("ns_reads_notebook", HOSTILE_IN)
 
 
 def _readme_block(marker: str) -> str:

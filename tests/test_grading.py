@@ -457,3 +457,172 @@ def test_a_computed_constant_that_the_code_reads_is_flagged(tmp_path):
     flags = resources["rlbook"]["flags"]
     assert any(f.startswith("N: set by a statement left out") for f in flags), flags
     assert not any(f.startswith("M:") for f in flags), flags
+
+
+_NAMESPACE_PROBE = r'''
+import json, sys
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+
+ip = InteractiveShell.instance()
+guard, student, setup = json.loads(sys.stdin.read())
+
+
+def run(code):
+    r = ip.run_cell(code, silent=True)
+    return None if r.success else type(r.error_in_exec or r.error_before_exec).__name__
+
+
+out = {}
+run("import torch\nimport rlbook as rl\nK = 3\nREFERENCE = {'k3': rl.kl_k3}")  # the setup cells
+out["guard"] = run(guard)
+out["defined"] = run(f"_rlbook_guard.define({student!r}, 'k3')")
+run("_rlbook_guard.enter()\nexpected = torch.ones(2)\nEXPECTED = 7")  # a test cell's own names
+ns = ip.user_ns
+g = ns["k3"].__wrapped__.__globals__  # under the guard's wrapper (arguments copied), the student's function
+out["globals"] = sorted(k for k in g if not k.startswith("__"))
+out["setup_in_globals"] = sorted(k for k in ("torch", "rl", "K", "REFERENCE") if k in g)
+for name in ("reads_expected", "reads_history", "reads_guard", "reads_reference", "reads_get_ipython",
+             "calls_oracle", "fails"):
+    try:
+        ns[name]()
+        out[name] = "ran"
+    except Exception as e:
+        out[name] = type(e).__name__
+out["k3"] = ns["k3"](torch.zeros(2), torch.zeros(2)).tolist()
+out["K"] = ns["reads_setup"]()
+ns["K"] = 5  # a setup name rebound later (by a test): read live
+out["K_later"] = ns["reads_setup"]()
+out["len_in_tests"] = ns["len"] is len if "len" in ns else "builtin"
+out["len_in_student"] = ns["uses_len"]([1, 2, 3])
+out["exported"] = sorted(k for k in ("k3", "helper", "reads_setup", "EPS", "len", "_private") if k in ns)
+import traceback
+try:
+    ns["fails"]()
+except Exception:
+    out["traceback"] = traceback.format_exc()
+print(json.dumps(out))
+'''
+
+
+def test_student_code_runs_in_a_namespace_of_its_own():
+    """The guard's ``define`` runs a student cell's code in a namespace of its own (the reduction to
+    definitions off, so that only this layer stands): the student's functions' globals hold nothing of
+    the notebook's, neither the tests' names (``expected``), IPython's history (``_i``), the guard,
+    the notebook's references nor ``get_ipython``; setup names are read live through its built-ins; a
+    built-in it redefines stays its own; its tracebacks show its lines; an oracle it calls raises."""
+    import subprocess
+    import sys
+
+    student = ("import torch\n\nEPS = 0.5\n\n\ndef len(x):\n    return 0\n\n\n"
+               "def helper(x):\n    return x + EPS\n\n\n"
+               "def k3(log_probs, ref_log_probs):\n    return helper(torch.zeros_like(log_probs))\n\n\n"
+               "def reads_expected():\n    return expected\n\n\ndef reads_history():\n    return _i\n\n\n"
+               "def reads_guard():\n    return _rlbook_guard\n\n\ndef reads_reference():\n    return REFERENCE\n\n\n"
+               "def reads_get_ipython():\n    return get_ipython().user_ns\n\n\n"
+               "def calls_oracle():\n    return rl.kl_k3(torch.zeros(1), torch.zeros(1))\n\n\n"
+               "def reads_setup():\n    return K\n\n\ndef uses_len(x):\n    return len(x)\n\n\n"
+               "def _private():\n    return 1\n\n\ndef fails():\n    raise ValueError('from the student')\n")
+    guard = G._guard_source({"K", "torch", "rl"}, "s3cret", {"torch", "rl", "K", "REFERENCE"})
+    p = subprocess.run([sys.executable, "-c", _NAMESPACE_PROBE], input=json.dumps([guard, student, []]),
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["guard"] is None and out["defined"] is None
+    assert set(out["globals"]) == {"EPS", "len", "helper", "k3", "reads_expected", "reads_history", "reads_guard",
+                                   "reads_reference", "reads_get_ipython", "calls_oracle", "reads_setup", "uses_len",
+                                   "_private", "fails", "torch"}, out["globals"]
+    assert out["setup_in_globals"] == ["torch"]  # only what the student imported itself
+    for name in ("reads_expected", "reads_history", "reads_guard", "reads_reference", "reads_get_ipython"):
+        assert out[name] == "NameError", (name, out[name])
+    assert out["calls_oracle"] == "OracleCallError"
+    assert out["k3"] == [0.5, 0.5]  # student functions call each other and read their own constants
+    assert (out["K"], out["K_later"]) == (3, 5)
+    assert out["len_in_tests"] == "builtin" and out["len_in_student"] == 0
+    assert out["exported"] == ["EPS", "helper", "k3", "reads_setup"]
+    assert "<submission k3>" in out["traceback"] and "raise ValueError('from the student')" in out["traceback"]
+
+
+_ALLOCATORS = r'''
+import os, sys
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(200 << 20)
+        block[::4096] = b"x" * len(block[::4096])  # touched: resident, not only reserved
+        os._exit(0)
+    children.append(pid)
+killed = 0
+for pid in children:
+    _, status = os.waitpid(pid, 0)
+    killed += os.WIFSIGNALED(status)
+print(killed)
+'''
+
+
+def test_the_memory_cgroup_caps_all_processes_together():
+    """Three processes of 200 MiB each: under a 2,000 MiB cap all finish; under a 350 MiB cap (each
+    alone fits, together they do not) the kernel's OOM killer ends at least one. Where the machine
+    gives the grader no memory cgroup (not root, or no memory controller), it says so."""
+    import subprocess
+    import sys
+
+    results = {}
+    for cap in (2000, 350):
+        cgroup = G.MemoryCgroup.create(cap)
+        if cgroup is None:
+            pytest.skip("no memory cgroup can be made here (the grader needs root and a cgroup v1 or v2 memory "
+                        "controller): only the per-process limits apply")
+        try:
+            p = subprocess.run([*cgroup.prefix(), sys.executable, "-c", _ALLOCATORS], capture_output=True, text=True,
+                               timeout=120, check=False)
+            results[cap] = (p.returncode, p.stdout.strip(), cgroup.peak_mb())
+        finally:
+            cgroup.remove()
+        assert not cgroup.path.exists()
+    assert results[2000][:2] == (0, "0"), results  # nothing killed when they fit
+    assert results[2000][2] is None or results[2000][2] > 200, results  # they did run (peak over one block)
+    rc, killed, peak = results[350]
+    assert rc != 0 or int(killed or 0) >= 1, results  # the parent or at least one child was killed
+    assert peak is None or peak <= 351, results
+
+
+def test_a_kernel_joins_its_memory_cgroup_first(tmp_path, monkeypatch):
+    """The kernel's argv starts by moving itself into the submission's memory cgroup (where there is one)."""
+    pytest.importorskip("nbgrader")
+    made = []
+
+    class Fake:
+        path = tmp_path / "cg"
+
+        def prefix(self):
+            return ["JOIN"]
+
+        def remove(self, wait_s=10.0):
+            made.append("removed")
+
+    monkeypatch.setattr(G.MemoryCgroup, "create", classmethod(lambda cls, mb: made.append(mb) or Fake()))
+    launched = {}
+
+    async def parent_launch(self, cmd, **kw):
+        launched["cmd"] = list(cmd)
+
+    monkeypatch.setattr(G.AsyncKernelManager, "_async_launch_kernel", parent_launch)
+
+    class NoSandbox(G.Sandbox):
+        def command(self, argv, workdir, files, ipc_dir, env=None):
+            return ["SANDBOX", *argv]
+
+        def hand_over(self, path):
+            pass
+
+    import asyncio
+
+    km = G.SandboxedKernelManager(sandbox=NoSandbox(total_memory_mb=1234))
+    monkeypatch.setattr(type(km), "kernel_spec", type("Spec", (), {"interrupt_mode": "signal"})())
+    monkeypatch.setattr(G.AsyncKernelManager, "_async_cleanup_resources", lambda self, restart=False: asyncio.sleep(0))
+    asyncio.run(km._async_launch_kernel(["python"], cwd=str(tmp_path), env={}))
+    assert launched["cmd"] == ["JOIN", "SANDBOX", "python"] and made == [1234]
+    asyncio.run(km._async_cleanup_resources())
+    assert made == [1234, "removed"]

@@ -256,7 +256,7 @@ class _RecordingSandbox:
             def hand_over(self, path):
                 pass
 
-        self.sandbox = Recording()
+        self.sandbox = Recording(total_memory_mb=0)  # no memory cgroup's prefix (tested in test_grading.py)
 
 
 def _launch(grading, sandbox, kernel_cmd, cwd, env, monkeypatch):
@@ -294,7 +294,7 @@ KERNEL_CMD = ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "/x/kernel.j
 
 def test_the_kernel_is_launched_inside_the_sandbox_command(tmp_path, monkeypatch):
     """The argv handed to jupyter_client's launch is the sandbox's command around the kernel's argv,
-    with the submission's non-notebook files, the kernel's own environment (plus jupyter's JPY_
+    with none of the submission's files (a data file beside the notebook included), the kernel's own environment (plus jupyter's JPY_
     variables, nothing else of the grader's) and the private socket folder."""
     grading = _grading()
     if grading.AsyncKernelManager is object:
@@ -306,7 +306,7 @@ def test_the_kernel_is_launched_inside_the_sandbox_command(tmp_path, monkeypatch
     launched, km = _launch(grading, rec.sandbox, KERNEL_CMD, tmp_path, env, monkeypatch)
     assert launched["cmd"] == ["SANDBOX", "--", *KERNEL_CMD]
     assert rec.call["argv"] == KERNEL_CMD and rec.call["workdir"] == "/submission"
-    assert rec.call["files"] == [str(tmp_path / "data.csv")]  # never the notebook
+    assert rec.call["files"] == []  # none of the submission's files: the kernel's folder holds no student file
     assert rec.call["ipc_dir"] == km._ipc_dir
     assert rec.call["env"] == {**grading._kernel_env(km._ipc_dir), "JPY_PARENT_PID": "42"}
     assert "SECRET_TOKEN" not in launched["kw"]["env"] and launched["kw"]["cwd"] == km._ipc_dir
@@ -323,6 +323,9 @@ def test_the_kernel_argv_is_the_bubblewrap_command(tmp_path, monkeypatch):
     monkeypatch.setattr(grading.os, "geteuid", lambda: 1000)  # unprivileged: no chown of the socket folder
     launched, _ = _launch(grading, grading.Sandbox(), KERNEL_CMD, tmp_path, {}, monkeypatch)
     cmd = launched["cmd"]
+    if cmd[0] == "/bin/sh":  # first into the submission's memory cgroup, where the machine gives one
+        assert cmd[3] == "rlbook-cgroup" and "cgroup.procs" in cmd[2]
+        cmd = cmd[4:]
     assert cmd[0] == "prlimit" and grading.Sandbox.executable() in cmd
     bwrap = cmd.index(grading.Sandbox.executable())
     assert "--unshare-all" in cmd[bwrap:] and "--clearenv" in cmd[bwrap:]
@@ -425,7 +428,9 @@ def test_harden_writes_the_grading_seed_into_instructor_cells_only(tmp_path):
         assert "GRADING_SEED" in by_id[gid].metadata["rlbook_original"]
         assert str(seed) not in by_id[gid].metadata["rlbook_original"]
     assert f"manual_seed({seed})" in by_id["test_kl"].source and f"START = {seed} % 7" in by_id["setup"].source
-    student = by_id["answer"].source
+    call = ast.parse(by_id["answer"].source).body[0].value  # _rlbook_guard.define(code, label)
+    assert ast.unparse(call.func) == "_rlbook_guard.define"
+    student = ast.literal_eval(call.args[0])  # run in the student's own namespace
     assert _seed_names(student) and str(seed) not in student
     assert ast.dump(ast.parse(student)) == ast.dump(ast.parse(answer))  # a definition: kept as written
     assert resources["rlbook"]["flags"] == []

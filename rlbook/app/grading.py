@@ -5,8 +5,8 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
 1. **A sandbox per submission** (:class:`Sandbox`, :class:`SandboxedKernelManager`). The kernel that
    runs a submission is started inside `bubblewrap <https://github.com/containers/bubblewrap>`_
    (Debian's ``bubblewrap``): its only writable places are an empty, size-capped working folder
-   (``/submission``, holding read-only copies of the files submitted beside the notebook, never the
-   notebook itself) and a size-capped ``/tmp``; it sees the Python installation read-only and nothing
+   (``/submission``, which holds no file of the student's: neither the notebook nor what was submitted
+   beside it) and a size-capped ``/tmp``; it sees the Python installation read-only and nothing
    else of the machine (no course folder, no instructor sources, no gradebook, no other student, no
    home folder); it has no network (a network namespace of its own), its own process namespace, no
    capabilities, and CPU-time, address-space, file-size, open-file and process limits (when the
@@ -17,7 +17,7 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
    working bubblewrap the grader **refuses to grade** (:class:`SandboxUnavailable`): it never falls back
    to running student code unsandboxed.
 
-2. **Only definitions run** (:func:`restrict`). Every code cell that is not one of the instructor's
+2. **Only definitions run, in a namespace of their own** (:func:`restrict`, the guard's ``define``). Every code cell that is not one of the instructor's
    locked cells (the solution cells and any cell a student added) is parsed, and only its function
    definitions, class definitions, imports of allowed modules and constant assignments are executed.
    Statements that would run at definition time are dropped (a student's own trial calls, prints,
@@ -27,7 +27,12 @@ Three layers, each tested in ``tests/test_assignments.py`` against the attacks i
    did not create or to a function's own arguments (``out=`` included), ``global``, decorators, imports outside :data:`ALLOWED_IMPORTS`, modules such as
    ``os``/``sys``/``torch.testing`` reached as attributes, the library's implementations of the graded
    functions (:data:`ORACLES`, e.g. ``rl.kl_k3``) and the notebook's own references (``REFERENCE``), and
-   rebinding a name the instructor's cells define.
+   rebinding a name the instructor's cells define. What is kept runs in the student's own namespace,
+   not the notebook's: the functions' globals hold the student's definitions and nothing of the tests
+   (their inputs and expected values, the oracles, the guard, IPython's history and ``get_ipython``);
+   the setup cells' names (``torch``, ``rl``, the task's objects) are read live through the
+   namespace's own copy of the built-ins; the notebook receives the functions, classes and constants
+   the student defines, never a name of Python's, the setup's or the tests'.
 
 3. **A guard in the kernel** (``GUARD``): after the setup cells, the library's implementations of the
    graded functions are wrapped (as attributes of ``rlbook``, ``rlbook.lm`` and the modules of
@@ -54,9 +59,11 @@ outside the submission changed while it was graded. Output on stderr (warnings)
 never fails a test: it is moved to stdout before nbgrader reads the outcome; a test fails when it
 raises (a failed assertion, an error, a timeout).
 
-What this does not do: the kernel still runs the student's functions and the tests in one
-interpreter, so the restrictions of layer 2 are what keeps a function's body from reaching the
-tests' tools; they are an allow-list of ordinary numerical Python, not a proof.
+What this does not do: the tests call the student's functions in their own interpreter (a test
+reads gradients through them and trains models with them, which cannot cross a process boundary),
+so the restrictions of layer 2, the separate namespace and the guard's checks are what keep a
+function's body from reaching the tests' tools: an allow-list of ordinary numerical Python and
+defence in depth, not a proof.
 """
 
 from __future__ import annotations
@@ -72,7 +79,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Sandbox", "SandboxUnavailable", "SandboxedKernelManager", "SandboxedExecute", "restrict",
+__all__ = ["Sandbox", "SandboxUnavailable", "MemoryCgroup", "SandboxedKernelManager", "SandboxedExecute", "restrict",
            "Harden", "Judge", "HideHiddenTests", "ALLOWED_IMPORTS", "ORACLES", "FLAG_ERRORS"]
 
 # What a solution cell may import (and nothing else): numerical Python, no I/O, no introspection.
@@ -149,6 +156,104 @@ FLAG_MIME = "application/vnd.rlbook.flags+json"
 # --- layer 1: the sandbox -----------------------------------------------------------------------------------
 
 
+def _cgroup_folders() -> list[tuple[Path, int]]:
+    """This process's own cgroup folders that have a memory controller, as ``(folder, version)``: the
+    unified (v2) hierarchy first, then v1's ``memory`` one (``/proc/self/mountinfo`` and
+    ``/proc/self/cgroup``)."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    paths = {}  # controller list ("" for v2) -> this process's path in that hierarchy
+    for line in own:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            paths[parts[1]] = parts[2]
+    out = []
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        fields, kind = left.split(), right.split()
+        if len(fields) < 5 or not kind:
+            continue
+        root, point = fields[3], fields[4]
+        if kind[0] == "cgroup2" and "" in paths:
+            rel = paths[""]
+        elif kind[0] == "cgroup" and len(kind) >= 3 and "memory" in kind[2].split(","):
+            rel = next((v for k, v in paths.items() if "memory" in k.split(",")), None)
+        else:
+            continue
+        if rel is None:
+            continue
+        rel = os.path.relpath(rel, root) if rel.startswith(root) else rel.lstrip("/")
+        folder = Path(point) / ("" if rel == "." else rel)
+        out.append((folder, 2 if kind[0] == "cgroup2" else 1))
+    return sorted(out, key=lambda fv: -fv[1])
+
+
+class MemoryCgroup:
+    """A memory cgroup that every process of one submission's kernel joins, so that their *total*
+    memory is capped (the per-process address-space limit does not bound many processes together);
+    above the cap the kernel's processes are killed by the kernel's OOM killer and the notebook's
+    remaining cells fail. Made where the machine lets the grader (as root, with a cgroup v2 hierarchy
+    whose ``memory`` controller is enabled for children, or cgroup v1's ``memory`` hierarchy):
+    :meth:`create` returns ``None`` elsewhere."""
+
+    def __init__(self, path: Path, version: int):
+        self.path, self.version = path, version
+
+    @classmethod
+    def create(cls, limit_mb: int) -> MemoryCgroup | None:
+        """A new cgroup under this process's own, capped at ``limit_mb`` MiB, or ``None``."""
+        import uuid
+
+        if limit_mb <= 0:
+            return None
+        for base, version in _cgroup_folders():
+            path = base / f"rlbook-grading-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            try:
+                (path / ("memory.max" if version == 2 else "memory.limit_in_bytes")).write_text(str(limit_mb << 20))
+                if version == 2 and (path / "memory.swap.max").exists():
+                    (path / "memory.swap.max").write_text("0")
+                return cls(path, version)
+            except OSError:
+                cls(path, version).remove(wait_s=0)
+        return None
+
+    def prefix(self) -> list[str]:
+        """An argv prefix that moves the process into the cgroup, then runs the rest of the argv."""
+        return ["/bin/sh", "-c", f'echo $$ > "{self.path}/cgroup.procs" && exec "$@"', "rlbook-cgroup"]
+
+    def peak_mb(self) -> float | None:
+        """The most memory the cgroup's processes held together, MiB (where the kernel reports it)."""
+        for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            try:
+                return int((self.path / name).read_text()) / (1 << 20)
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def remove(self, wait_s: float = 10.0) -> None:
+        """Remove the cgroup once its processes have ended (retried for up to ``wait_s`` seconds)."""
+        import time
+
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() >= end:
+                    return
+                time.sleep(0.1)
+
+
 class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot create the namespaces: the grader refuses to run student code."""
 
@@ -167,6 +272,8 @@ class Sandbox:
             root the kernel is started under an unprivileged uid of its own (:meth:`run_as`) and
             the limit binds there too.
         open_files: open-file limit (RLIMIT_NOFILE).
+        total_memory_mb: memory of all the kernel's processes together, MiB (a :class:`MemoryCgroup`,
+            where the machine allows one; 0: none).
     """
 
     memory_mb: int = 6144
@@ -175,6 +282,7 @@ class Sandbox:
     disk_mb: int = 256
     processes: int = 256
     open_files: int = 1024
+    total_memory_mb: int = 8192
 
     @staticmethod
     def executable() -> str | None:
@@ -313,7 +421,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     """A Jupyter kernel manager whose kernels run in a :class:`Sandbox` and talk over Unix sockets.
 
     The working folder nbgrader passes (``cwd``, the autograded copy of the submission) is not
-    mounted: the kernel gets a fresh ``/submission`` with read-only copies of its non-notebook files.
+    mounted: the kernel starts in a fresh, empty ``/submission`` that holds no file of the student's
+    (a ``torch.py`` or a data file submitted beside the notebook is never in the interpreter's reach).
     Interrupts (nbgrader's per-cell timeout) are sent as messages, which the sandboxed kernel handles.
     """
 
@@ -329,13 +438,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         sandbox = self.sandbox or Sandbox()
-        cwd = kw.pop("cwd", None)
-        files = []
-        if cwd and os.path.isdir(cwd):
-            for name in sorted(os.listdir(cwd)):
-                p = os.path.join(cwd, name)
-                if os.path.isfile(p) and not os.path.islink(p) and not name.endswith(".ipynb"):
-                    files.append(p)
+        kw.pop("cwd", None)  # the submission's folder: never mounted, none of its files is in the kernel's
         self.kernel_spec.interrupt_mode = "message"
         env = _kernel_env(self._ipc_dir)
         env.update({k: v for k, v in (kw.pop("env", None) or {}).items() if k.startswith("JPY_")})
@@ -345,13 +448,20 @@ class SandboxedKernelManager(AsyncKernelManager):
         sandbox.hand_over(self._ipc_dir)  # as root, the kernel runs under its own uid: its sockets go here
         if os.path.exists(self.connection_file):
             sandbox.hand_over(self.connection_file)
-        cmd = sandbox.command(list(kernel_cmd), "/submission", files, self._ipc_dir, env)
+        cmd = sandbox.command(list(kernel_cmd), "/submission", [], self._ipc_dir, env)
+        if getattr(self, "_cgroup", None) is None:  # a restarted kernel keeps its cgroup
+            self._cgroup = MemoryCgroup.create(getattr(sandbox, "total_memory_mb", 0))
+        if self._cgroup is not None:  # all the kernel's processes together: one memory cap
+            cmd = self._cgroup.prefix() + cmd
         return await super()._async_launch_kernel(cmd, **kw)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
+            cgroup, self._cgroup = getattr(self, "_cgroup", None), None
+            if cgroup is not None:
+                cgroup.remove()
 
 
 try:
@@ -757,8 +867,8 @@ def restrict(source: str, protected: set[str] = frozenset(),
 # --- layer 3: the guard in the kernel -------------------------------------------------------------------------
 
 GUARD = r'''
-def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, flag_mime, secret):
-    import builtins, functools, os, sys, warnings
+def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, readable, flag_mime, secret):
+    import builtins, functools, linecache, os, sys, warnings
     import numpy, torch, torch.nn.functional, torch.testing, torch.testing._comparison
     import rlbook
     ip = get_ipython()
@@ -774,7 +884,8 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, 
         """the submission called the library's implementation of a graded function"""
 
     def is_student(filename):
-        return (filename.startswith(cell_dir + os.sep) or filename.startswith("<ipython-input")) and filename not in trusted
+        return filename.startswith("<submission ") or (
+            (filename.startswith(cell_dir + os.sep) or filename.startswith("<ipython-input")) and filename not in trusted)
 
     def poison(name, fn):
         @functools.wraps(fn)
@@ -960,7 +1071,39 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, 
                     and is_student(getattr(getattr(v, "__code__", None), "co_filename", ""))):
                 ns[k] = protect(v)
 
+    # The student's code runs in a namespace of its own, never in the notebook's: its functions' globals
+    # hold the student's own definitions and nothing of the tests (their inputs and expected values, the
+    # oracles, this guard, IPython's history and hooks). Its built-ins are a copy of Python's, through
+    # which it reads, live, the names the setup cells bind (torch, rl, the task's objects) and no other
+    # of the notebook's. The notebook gets the functions, classes and constants it defines.
+    class SetupNames(dict):
+        def __missing__(self, name):
+            if name in readable and name in ns:
+                return ns[name]
+            raise KeyError(name)
+
+    readable = frozenset(readable)
+    ipython_added = {"get_ipython", "display", "__IPYTHON__", "exit", "quit", "_", "__", "___"}  # and last outputs
+    student_ns = {"__name__": "submission", "__builtins__": SetupNames(
+        {k: v for k, v in vars(builtins).items() if k not in ipython_added})}
+    never = set(protected) | readable | set(oracle_globals) | set(vars(builtins))
+
+    def define(code, label):
+        filename = f"<submission {label}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # tracebacks show its lines
+        before = dict(student_ns)
+        try:
+            exec(compile(code, filename, "exec", dont_inherit=True), student_ns)
+        finally:
+            for k, v in list(student_ns.items()):
+                if not k.startswith("_") and k not in never and before.get(k, define) is not v:
+                    ns[k] = v
+
     class Guard:
+        def define(self, code, label):
+            """run a student cell's restricted code in the student's namespace"""
+            define(code, label)
+
         def enter(self):
             trusted.add(sys._getframe(1).f_code.co_filename)
             report()
@@ -983,13 +1126,15 @@ def _rlbook_make_guard(oracle_attrs, oracle_globals, oracle_modules, protected, 
 
     return Guard()
 
-_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, ORACLE_MODULES, PROTECTED, FLAG_MIME, FLAG_SECRET)
+_rlbook_guard = _rlbook_make_guard(ORACLE_ATTRS, ORACLE_GLOBALS, ORACLE_MODULES, PROTECTED, READABLE, FLAG_MIME,
+                                   FLAG_SECRET)
 del _rlbook_make_guard
 '''
 
 
-def _guard_source(protected: set[str], secret: str = "") -> str:
+def _guard_source(protected: set[str], secret: str = "", readable: set[str] = frozenset()) -> str:
     return (GUARD.replace("FLAG_SECRET", json.dumps(str(secret)))
+            .replace("READABLE", json.dumps(sorted(set(readable) - ORACLE_GLOBALS)))
             .replace("ORACLE_ATTRS", json.dumps(sorted(ORACLES)))
             .replace("ORACLE_GLOBALS", json.dumps(sorted(ORACLE_GLOBALS)))
             .replace("ORACLE_MODULES", json.dumps(list(ORACLE_MODULES)))
@@ -1139,7 +1284,7 @@ class Harden(NbGraderPreprocessor):
                 cells.append(cell)
                 continue
             if not guard_done:
-                guard = nbformat.v4.new_code_cell(_guard_source(watched, secret))
+                guard = nbformat.v4.new_code_cell(_guard_source(watched, secret, setup_names))
                 guard.metadata["rlbook_guard"] = True
                 cells.append(guard)
                 guard_done = True
@@ -1154,7 +1299,9 @@ class Harden(NbGraderPreprocessor):
             else:
                 flags += [f"{where}: {w}" for w in why]
                 notes += [f"{where}: {d} not run" for d in dropped]
-                cell.source = code
+                # run in the student's own namespace (the guard's ``define``), never in the notebook's
+                label = re.sub(r"[^\w.-]", "_", str(where))[:60]
+                cell.source = f"_rlbook_guard.define({code!r}, {label!r})"
             cells.append(cell)
         used = set().union(*[_free_loads(code) for code in kept_code]) if kept_code else set()
         for name in sorted((left_out & used) - protected - _BUILTIN_NAMES):
