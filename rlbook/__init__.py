@@ -58,6 +58,9 @@ _MODULES = [
     "ranking",
     "kl_regularised",
     "algos.dpo",
+    # --- Part VII (agents: text environments on token ids, multi-turn rollouts) ---
+    "envs.text",
+    "credit",
 ]
 
 # The modules above are imported, and their names gathered here, on the first use of a public name

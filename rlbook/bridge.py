@@ -441,7 +441,7 @@ def build_trl_trainer(policy, tokenizer, task, config: GRPOConfig, num_prompts: 
 
 
 def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages,
-             old_log_probs=None, ref_log_probs=None, importance_sampling_ratio=None) -> torch.Tensor:
+             old_log_probs=None, ref_log_probs=None, importance_sampling_ratio=None, tool_mask=None) -> torch.Tensor:
     """TRL's GRPO loss on one given batch, by TRL's own code (``GRPOTrainer._compute_loss``).
 
     The batch is one optimiser step with no gradient accumulation (TRL's training mode with
@@ -460,6 +460,9 @@ def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, 
             TRL's generation step from the vLLM log-probs); TRL applies them when
             ``trainer.vllm_importance_sampling_correction`` is True, here with ``use_vllm`` switched
             on for the call only.
+        tool_mask: None, or (B, T) 1 on the tokens the model generated and 0 on a multi-turn completion's
+            tool or environment output (TRL's ``inputs["tool_mask"]``): those tokens are attended to
+            but carry no loss, and TRL's ``num_items_in_batch`` counts the model's tokens only.
     Returns:
         the 0-d loss (with grad).
     Raises:
@@ -473,9 +476,15 @@ def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, 
         raise ValueError(f"`advantages` must have shape (B,) = ({B},); got {tuple(advantages.shape)}")
     if trainer.beta and ref_log_probs is None:
         raise ValueError("`ref_log_probs` is required when trainer.beta > 0")
+    if tool_mask is not None and tuple(tool_mask.shape) != (B, T):
+        raise ValueError(f"`tool_mask` must have the shape of `completion_ids` (B, T) = {(B, T)}; "
+                         f"got {tuple(tool_mask.shape)}")
     mask = completion_mask.long()
+    loss_mask = mask if tool_mask is None else mask * tool_mask.long()
     inputs = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask.long(), completion_ids=completion_ids,
-                  completion_mask=mask, advantages=advantages, num_items_in_batch=mask.sum())
+                  completion_mask=mask, advantages=advantages, num_items_in_batch=loss_mask.sum())
+    if tool_mask is not None:
+        inputs["tool_mask"] = tool_mask.long()
     if old_log_probs is not None:
         inputs["old_per_token_logps"] = old_log_probs
     if ref_log_probs is not None:
@@ -494,7 +503,8 @@ def trl_loss(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask, 
 
 
 def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion_mask, advantages, config: GRPOConfig,
-                     old_log_probs=None, ref_log_probs=None, forbidden_ids=(), sampler_log_probs=None) -> torch.Tensor:
+                     old_log_probs=None, ref_log_probs=None, forbidden_ids=(), sampler_log_probs=None,
+                     tool_mask=None) -> torch.Tensor:
     """rlbook's GRPO loss on one given batch, by the pieces :func:`rlbook.algos.grpo.grpo_step` uses.
 
     Scores the completions with :func:`rlbook.lm.completion_log_probs` (at ``config.temperature``),
@@ -511,6 +521,9 @@ def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion
         forbidden_ids: token ids removed from the softmax (default none, TRL's policy).
         sampler_log_probs: (B, T) log π_s of the tokens by the sampler, nats; used with the
             config's ``is_correction`` and ``is_cap`` (π_old = ``old_log_probs``).
+        tool_mask: None, or (B, T) 1 on the model's tokens and 0 on tool/environment output: the
+            completion is scored whole (the output is context), the loss is over ``completion_mask``
+            and ``tool_mask`` together.
     Returns:
         the 0-d loss (detached from nothing; its backward has already run).
     Raises:
@@ -522,6 +535,8 @@ def rlbook_grpo_loss(policy, prompt_ids, prompt_mask, completion_ids, completion
                                               temperature=config.temperature, forbidden_ids=forbidden_ids,
                                               completion_mask=mask, with_entropy=True)
     old = log_probs.detach() if old_log_probs is None else old_log_probs
+    if tool_mask is not None:  # the loss counts the model's tokens only
+        mask = mask & tool_mask.bool()
     loss, _ = grpo_microbatch_train_step(log_probs, mask, 1, loss_type, advantages=advantages[:, None], old_log_probs=old,
                                          cliprange=cliprange, aggregation=aggregate, ref_log_probs=ref_log_probs,
                                          kl_coef=config.kl_coef, sampler_log_probs=sampler_log_probs,

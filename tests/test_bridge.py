@@ -379,3 +379,72 @@ def test_rlbook_corrected_loss_equals_trl_loss_and_gradient(mode, tmp_path):
     model.zero_grad(set_to_none=True)  # teeth: the uncorrected loss differs
     uncorrected = bridge.rlbook_grpo_loss(model, **batch, config=dataclasses.replace(config, is_correction="none"))
     assert abs(uncorrected.item() - loss_trl.item()) > 1e-4
+
+
+def _multiturn_batch(policy, tokenizer, gen, group_size=4, num_prompts=2):
+    """Multi-turn episodes of the calculator task (a scripted agent: a tool call, then the tool's answer or a
+    guess), split the way TRL's multi-turn trainer holds them: the prompt, then one completion holding the
+    model's turns and the tool's output, with ``tool_mask`` 0 on the tool's output."""
+    from rlbook.envs.text import CalculatorEnv, collate_trajectories, rollout
+
+    env = CalculatorEnv(tokenizer, num_digits=3, seed=0)
+    enc = lambda s: tokenizer(s, add_special_tokens=False).input_ids  # noqa: E731
+    eos = tokenizer.eos_token_id
+
+    def agent(episode):
+        def policy_fn(context):
+            seen = tokenizer.decode(context[1:])
+            if "[" not in seen:
+                return enc("(" + seen[:-1] + ")")
+            return (enc(seen[seen.index("[") + 1: seen.index("]")]) if episode % 2 else enc("1" * (episode % 3 + 1))) + [eos]
+        return policy_fn
+
+    trajs = [rollout(env, agent(e), seed=e // group_size) for e in range(group_size * num_prompts)]
+    batch = collate_trajectories(trajs, pad_token_id=tokenizer.pad_token_id)
+    P = int((batch["turn_ids"][0] == -1).sum() - (~batch["attention_mask"][0]).sum())  # the prompt's length (equal here)
+    assert all(len(t.contexts[0]) == P for t in trajs)
+    completion_ids, completion_mask = batch["input_ids"][:, P:], batch["attention_mask"][:, P:]
+    tool_mask = batch["loss_mask"][:, P:] | ~completion_mask  # TRL pads tool_mask with 1
+    rewards = batch["rewards"] + torch.rand(len(trajs), generator=gen)
+    advantages = rl.group_relative_advantages(rewards, group_size, std="sample").double()
+    prompt_ids, prompt_mask = batch["input_ids"][:, :P], batch["attention_mask"][:, :P]
+    with torch.no_grad():
+        now = rl.lm.completion_log_probs(policy, prompt_ids, completion_ids, prompt_mask,
+                                         completion_mask=completion_mask).double()
+    old = now + 0.3 * torch.randn(now.shape, generator=gen, dtype=torch.float64)
+    return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
+                completion_mask=completion_mask, advantages=advantages, old_log_probs=old), tool_mask
+
+
+@pytest.mark.parametrize("variant", ["grpo", "dapo"])
+def test_multiturn_loss_with_the_tool_mask_equals_trl(variant, tmp_path):
+    """A multi-turn batch (model turns with the tool's output between them) through TRL 1.16's
+    ``GRPOTrainer._compute_loss`` with ``tool_mask`` and through rlbook's loss masked to the model's
+    tokens: equal loss and gradient. Without the tool mask on rlbook's side, the loss differs (the
+    comparison has teeth), and the tool's output tokens are a real share of the completion."""
+    from rlbook.envs.text import TOOL_ALPHABET
+
+    tokenizer = rl.lm.build_char_tokenizer(TOOL_ALPHABET)
+    config = small_config(kl_coef=0.0, **VARIANTS[variant])
+    policy = rl.lm.build_policy(rl.lm.policy_config(tokenizer, n_positions=64, **TINY), seed=0, device="cpu").double()
+    trainer = bridge.build_trl_trainer(policy, tokenizer, TASK, config, output_dir=str(tmp_path))
+    model = trainer.model
+    batch, tool_mask = _multiturn_batch(model, tokenizer, torch.Generator().manual_seed(0))
+    tool_tokens = (~tool_mask & batch["completion_mask"]).sum().item()
+    assert tool_tokens >= 0.25 * batch["completion_mask"].sum().item(), tool_tokens
+
+    model.zero_grad(set_to_none=True)
+    loss_trl = bridge.trl_loss(trainer, **batch, tool_mask=tool_mask)
+    loss_trl.backward()
+    grads_trl = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    loss_rl = bridge.rlbook_grpo_loss(model, **batch, config=config, tool_mask=tool_mask)
+    grads_rl = [p.grad.clone() for p in model.parameters()]
+    assert abs(loss_rl.item() - loss_trl.item()) < 1e-6
+    worst = max((a - b).abs().max().item() for a, b in zip(grads_rl, grads_trl))
+    assert max(a.abs().max().item() for a in grads_trl) > 1e-3 and worst < 1e-6, worst
+    model.zero_grad(set_to_none=True)
+    unmasked = bridge.rlbook_grpo_loss(model, **batch, config=config)  # the tool's output trained on as if the model wrote it
+    assert abs(unmasked.item() - loss_trl.item()) > 1e-4
+    with pytest.raises(ValueError, match="tool_mask"):
+        bridge.trl_loss(trainer, **batch, tool_mask=tool_mask[:, :-1])
