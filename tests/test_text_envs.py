@@ -22,6 +22,7 @@ from rlbook.envs.text import (
     collate_trajectories,
     model_policy,
     rollout,
+    samples_from_turns,
 )
 from rlbook.lm.tokenizer import build_char_tokenizer
 
@@ -240,3 +241,49 @@ def test_the_model_policy_stops_at_a_stop_token_and_repeats_with_its_generator()
         model_policy(model, stops, temperature=0)
     with pytest.raises(ValueError, match="max_new_tokens"):
         model_policy(model, stops, max_new_tokens=0)
+
+
+def test_a_token_in_token_out_episode_is_one_sample():
+    env = CalculatorEnv(TOK, num_digits=3, seed=0)
+    traj = rollout(env, _tool_user(env), seed=4)
+    actions = [[i for i, m, k in zip(traj.input_ids, traj.loss_mask, traj.turn_ids) if m and k == turn]
+               for turn in range(traj.num_turns)]
+    samples = samples_from_turns(list(zip(traj.contexts, actions)))
+    assert samples == [{"input_ids": traj.input_ids, "loss_mask": traj.loss_mask}]
+
+
+def _thought_dropping_turns(num_turns=3):
+    """A template that shows earlier turns without their reasoning: each action is 'thought' ids 7, 7 then
+    the reply; the next context renders the history with the thought removed (not a prefix-extension)."""
+    history, turns = [1, 4, 5], []
+    for k in range(num_turns):
+        action = [7, 7, 10 + k]  # thought (7, 7), then the reply
+        turns.append((list(history), action))
+        history = history + [10 + k] + [20 + k]  # the re-rendered history: the reply only, then the observation
+    return turns
+
+
+def test_a_template_that_drops_the_thought_splits_the_episode_instead_of_corrupting_it():
+    """Every action stays after exactly the context it was sampled in (so its log-probability, and the
+    importance ratio, is the sampler's); concatenating the turns would put turn 1's action after ids that
+    include turn 0's thought, which the policy never saw at turn 1."""
+    turns = _thought_dropping_turns()
+    samples = samples_from_turns(turns)
+    assert len(samples) == 3  # each turn's context breaks the prefix: one sample per turn
+    for sample, (context, action) in zip(samples, turns):
+        assert sample["input_ids"] == context + action
+        assert sample["loss_mask"] == [0] * len(context) + [1] * len(action)
+    naive = [i for ctx, act in turns[:1] for i in ctx + act] + turns[1][1]  # turn 0 then turn 1's action
+    assert naive[: -len(turns[1][1])] != turns[1][0]  # what concatenation would have conditioned on
+    # a mixed episode: the first two turns extend, the third re-renders
+    ctx0, act0 = [1, 4], [7, 9]
+    ctx1 = ctx0 + act0 + [30]
+    act1 = [8]
+    ctx2 = [1, 4, 9, 30, 8, 31]  # drops turn 0's 7
+    samples = samples_from_turns([(ctx0, act0), (ctx1, act1), (ctx2, [6])])
+    assert samples == [{"input_ids": ctx1 + act1, "loss_mask": [0, 0, 1, 1, 0, 1]},
+                       {"input_ids": ctx2 + [6], "loss_mask": [0] * 6 + [1]}]
+    with pytest.raises(ValueError, match="turns"):
+        samples_from_turns([])
+    with pytest.raises(ValueError, match="turn 0"):
+        samples_from_turns([([1], [])])

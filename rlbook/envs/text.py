@@ -41,6 +41,7 @@ __all__ = [
     "collate_trajectories",
     "model_policy",
     "rollout",
+    "samples_from_turns",
 ]
 
 # The characters of Part VII's tasks: digits, the two operators, the prompt's '=' and ':' and the
@@ -351,6 +352,53 @@ def collate_trajectories(trajectories: Sequence[Trajectory], pad_token_id: int =
         out["turn_mask"][b, : t.num_turns] = True
     out["rewards"] = out["turn_rewards"].sum(dim=1)
     return out
+
+
+def samples_from_turns(turns: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[dict[str, list[int]]]:
+    """Training samples from one episode's turns, each action kept after exactly the context it was sampled in.
+
+    ``turns`` holds, per turn, the ids the policy was given (its context, as the chat template rendered
+    it) and the ids it generated. While each turn's context *extends* the current sample (begins with
+    exactly its ids), the turn joins it: the new context ids (the observation) are appended with loss
+    mask 0, then the action with loss mask 1. A context that does not extend it, as when a template
+    re-renders the history differently (drops an earlier turn's reasoning span, re-tokenises decoded
+    text), starts a new sample from that context. Concatenating the turns anyway would score each
+    action after ids the policy never saw: a silently wrong log-probability, hence a wrong importance
+    ratio. With a token-in-token-out rollout (:func:`rollout`) every context extends, and the episode is
+    one sample.
+
+    Source: the extension property of multi-turn rollouts (each turn's prompt is a prefix of the
+    next); verl's AgentLoop and prime-rl's multi-turn samples split where it fails.
+
+    Args:
+        turns: a sequence of ``(context_ids, action_ids)``; ``action_ids`` non-empty.
+    Returns:
+        A list of samples ``{"input_ids": [...], "loss_mask": [...]}`` (equal lengths; 1 on actions).
+    Raises:
+        ValueError: no turns, or a turn with no action ids.
+    Example:
+        >>> samples_from_turns([([1, 5], [6, 7]), ([1, 5, 6, 7, 8], [9])])  # extends: one sample
+        [{'input_ids': [1, 5, 6, 7, 8, 9], 'loss_mask': [0, 0, 1, 1, 0, 1]}]
+        >>> len(samples_from_turns([([1, 5], [6, 7]), ([1, 5, 8], [9])]))  # turn 1's context drops 6, 7
+        2
+    """
+    if not turns:
+        raise ValueError("`turns` must hold at least one (context_ids, action_ids) pair")
+    samples: list[dict[str, list[int]]] = []
+    current: dict[str, list[int]] | None = None
+    for k, (context, action) in enumerate(turns):
+        context = context.tolist() if isinstance(context, torch.Tensor) else list(context)
+        action = action.tolist() if isinstance(action, torch.Tensor) else list(action)
+        if not action:
+            raise ValueError(f"`turns`: turn {k} has no action ids")
+        if current is not None and context[: len(current["input_ids"])] == current["input_ids"]:
+            new = context[len(current["input_ids"]):]
+            current["input_ids"] += new + action
+            current["loss_mask"] += [0] * len(new) + [1] * len(action)
+        else:
+            current = {"input_ids": context + action, "loss_mask": [0] * len(context) + [1] * len(action)}
+            samples.append(current)
+    return samples
 
 
 def model_policy(model, stop_token_ids: Sequence[int], max_new_tokens: int = 12, temperature: float = 1.0,
