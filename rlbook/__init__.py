@@ -61,6 +61,7 @@ _MODULES = [
     # --- Part VII (agents: text environments on token ids, multi-turn rollouts) ---
     "envs.text",
     "credit",
+    "algos.agent",
 ]
 
 # The modules above are imported, and their names gathered here, on the first use of a public name

@@ -358,3 +358,30 @@ def test_fp32_lm_head_keeps_a_float32_models_logits_and_returns_the_model():
         before = model(input_ids=ids).logits
         assert fp32_lm_head(model) is model and fp32_lm_head(model) is model  # idempotent
         torch.testing.assert_close(model(input_ids=ids).logits, before, rtol=0, atol=0)
+
+
+def test_stop_token_ids_end_a_row_and_bound_its_mask():
+    """A stop id ends its row like EOS (kept as the row's last token, padding after it, the mask through it);
+    with no stop ids the samples are exactly those of the default call."""
+    model = tiny_policy(seed=5)
+    prompt_ids, prompt_mask = encode_prompts(TOK, ["12+34=", "5+6="])
+    kw = dict(num_samples=8, max_new_tokens=6, eos_token_id=TOK.eos_token_id, pad_token_id=TOK.pad_token_id,
+              forbidden_ids=forbidden_token_ids(TOK))
+    plain = rl.lm.sample_completions(model, prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0), **kw)
+    same = rl.lm.sample_completions(model, prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0),
+                                    stop_token_ids=(), **kw)
+    assert torch.equal(plain.completion_ids, same.completion_ids) and torch.equal(plain.completion_mask,
+                                                                                  same.completion_mask)
+    stop = TOK.convert_tokens_to_ids("+")
+    cut = rl.lm.sample_completions(model, prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0),
+                                   stop_token_ids=[stop], **kw)
+    ended = 0
+    for ids, mask in zip(cut.completion_ids.tolist(), cut.completion_mask.tolist()):
+        kept = [i for i, m in zip(ids, mask) if m]
+        ends = [j for j, i in enumerate(kept) if i in (stop, TOK.eos_token_id)]
+        assert ends in ([], [len(kept) - 1])  # at most one ending token, and it is the last kept one
+        assert all(i == TOK.pad_token_id for i, m in zip(ids, mask) if not m)
+        ended += bool(kept) and kept[-1] == stop
+    assert ended > 0  # the stop id did end some rows
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        rl.lm.sample_completions(model, prompt_ids, prompt_mask, stop_token_ids=[TOK.pad_token_id], **kw)

@@ -287,3 +287,31 @@ def test_a_template_that_drops_the_thought_splits_the_episode_instead_of_corrupt
         samples_from_turns([])
     with pytest.raises(ValueError, match="turn 0"):
         samples_from_turns([([1], [])])
+
+
+def test_batched_rollouts_equal_one_episode_at_a_time():
+    """Greedy decoding: the batched rollouts (left-padded contexts, one sampler call per turn, rows ending at
+    ')' or '</s>') give the same ids, masks and rewards as :func:`rollout` with :func:`model_policy`, episode by
+    episode; a group (environments reset with one seed) shares its prompt."""
+    from rlbook.envs.text import batch_rollouts
+
+    model = _tiny_model(seed=2)
+    stops = [TOK.convert_tokens_to_ids(t) for t in STOP_TEXT]
+    forbidden = [TOK.pad_token_id, TOK.bos_token_id, TOK.unk_token_id]
+    make = lambda: [CalculatorEnv(TOK, num_digits=2, max_turns=3, seed=0) for _ in range(6)]
+    seeds = [0, 0, 0, 1, 2, 3]
+    batched = batch_rollouts(model, make(), seeds, max_new_tokens=6, greedy=True)
+    policy = model_policy(model, stops, max_new_tokens=6, greedy=True, forbidden_ids=forbidden)
+    one_by_one = [rollout(env, policy, seed=s) for env, s in zip(make(), seeds)]
+    for a, b in zip(batched, one_by_one):
+        assert (a.input_ids, a.loss_mask, a.turn_ids, a.turn_rewards) == (b.input_ids, b.loss_mask, b.turn_ids,
+                                                                         b.turn_rewards)
+        assert a.contexts == b.contexts and (a.terminated, a.truncated) == (b.terminated, b.truncated)
+    assert batched[0].contexts[0] == batched[1].contexts[0] == batched[2].contexts[0] != batched[3].contexts[0]
+    sampled = batch_rollouts(model, make(), seeds, max_new_tokens=6, generator=torch.Generator().manual_seed(1))
+    for traj in sampled:  # every turn ends at its first stop id, or at the budget
+        for turn in range(traj.num_turns):
+            action = [i for i, m, k in zip(traj.input_ids, traj.loss_mask, traj.turn_ids) if m and k == turn]
+            assert all(i not in stops for i in action[:-1]) and (action[-1] in stops or len(action) == 6)
+    with pytest.raises(ValueError, match="seeds"):
+        batch_rollouts(model, make(), [0])

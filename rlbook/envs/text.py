@@ -38,6 +38,7 @@ __all__ = [
     "CalculatorEnv",
     "KeyValueLookupEnv",
     "Trajectory",
+    "batch_rollouts",
     "collate_trajectories",
     "model_policy",
     "rollout",
@@ -352,6 +353,78 @@ def collate_trajectories(trajectories: Sequence[Trajectory], pad_token_id: int =
         out["turn_mask"][b, : t.num_turns] = True
     out["rewards"] = out["turn_rewards"].sum(dim=1)
     return out
+
+
+def batch_rollouts(model, envs: Sequence, seeds: Sequence[int | None], *, max_new_tokens: int = 12,
+                   temperature: float = 1.0, generator: torch.Generator | None = None, greedy: bool = False,
+                   max_turns: int | None = None) -> list[Trajectory]:
+    """Run one episode in each of ``envs`` at once with a causal LM, token in, token out.
+
+    Every turn, the episodes still running are sampled together (their contexts left-padded, one
+    :func:`rlbook.lm.sample_completions` call that stops a row at ``)`` or ``</s>``), then each
+    environment steps on its row's action. Equal to :func:`rollout` with :func:`model_policy`
+    episode by episode, in fewer model calls (a group of G episodes of one problem: G environments
+    reset with the same seed).
+
+    Args:
+        model: a causal LM (its context must hold the longest episode: ``n_positions`` ≥ 64 for the tool tasks).
+        envs: the environments (each with a ``tokenizer``; one episode each).
+        seeds: one ``reset`` seed per environment.
+        max_new_tokens: each turn's budget (≥ 1).
+        temperature: τ > 0 of the sampling softmax (ignored when ``greedy``).
+        generator: the sampling generator.
+        greedy: take the most likely token (evaluation).
+        max_turns: a budget of the rollout's own (as :func:`rollout`); None: each environment's.
+    Returns:
+        The trajectories, in the order of ``envs``.
+    Raises:
+        ValueError: ``envs`` empty or of another length than ``seeds``.
+    """
+    from rlbook.lm.sampling import sample_completions
+    from rlbook.lm.tokenizer import forbidden_token_ids
+
+    if not envs or len(envs) != len(seeds):
+        raise ValueError(f"`envs` and `seeds` must be non-empty and of equal length; got {len(envs)} and {len(seeds)}")
+    tok = envs[0].tokenizer
+    stops = [tok.convert_tokens_to_ids(t) for t in STOP_TEXT]
+    trajs = []
+    for env, seed in zip(envs, seeds):
+        ids = list(env.reset(seed))
+        trajs.append(Trajectory(input_ids=list(ids), loss_mask=[0] * len(ids), turn_ids=[-1] * len(ids)))
+    active = list(range(len(envs)))
+    turn = 0
+    while active:
+        contexts = [trajs[i].input_ids for i in active]
+        width = max(len(c) for c in contexts)
+        prompt_ids = torch.full((len(active), width), tok.pad_token_id, dtype=torch.long)
+        prompt_mask = torch.zeros(len(active), width, dtype=torch.bool)
+        for row, c in enumerate(contexts):  # left padding
+            prompt_ids[row, width - len(c):] = torch.tensor(c)
+            prompt_mask[row, width - len(c):] = True
+        out = sample_completions(model, prompt_ids, prompt_mask, max_new_tokens=max_new_tokens,
+                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                                 forbidden_ids=forbidden_token_ids(tok), temperature=temperature, greedy=greedy,
+                                 generator=generator, stop_token_ids=stops)
+        still = []
+        for row, i in enumerate(active):
+            traj = trajs[i]
+            traj.contexts.append(list(traj.input_ids))
+            action = out.completion_ids[row][out.completion_mask[row]].tolist()
+            observation, reward, terminated, truncated, info = envs[i].step(action)
+            observation = list(observation)
+            traj.input_ids += action + observation
+            traj.loss_mask += [1] * len(action) + [0] * len(observation)
+            traj.turn_ids += [turn] * (len(action) + len(observation))
+            traj.turn_rewards.append(float(reward))
+            traj.infos.append(dict(info))
+            if terminated or truncated or (max_turns is not None and turn + 1 >= max_turns):
+                traj.terminated = bool(terminated)
+                traj.truncated = bool(truncated) or not terminated
+            else:
+                still.append(i)
+        active = still
+        turn += 1
+    return trajs
 
 
 def samples_from_turns(turns: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[dict[str, list[int]]]:

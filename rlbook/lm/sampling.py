@@ -113,6 +113,7 @@ def sample_completions(
     generator: torch.Generator | None = None,
     tokenizer=None,
     logits_processor=None,
+    stop_token_ids=(),
 ) -> Completions:
     """Sample ``num_samples`` completions for every prompt with the model's KV cache.
 
@@ -138,6 +139,9 @@ def sample_completions(
         logits_processor: None, or a callable (N, V) float32 logits -> (N, V) logits applied to each
             step's logits before the forbidden ids and the temperature (an inference engine's own
             distribution: :class:`rlbook.MismatchedSampler` passes its rounded, truncated log μ).
+        stop_token_ids: ids besides EOS that end a completion, kept as its last token (a tool call's
+            closing bracket ends a multi-turn agent's turn); the completion mask then covers the
+            tokens up to and including the first EOS or stop id.
     Returns:
         :class:`Completions` with B = N·G rows and T ≤ ``max_new_tokens`` columns (trimmed to
         the longest completion).
@@ -159,6 +163,9 @@ def sample_completions(
     forbidden = sorted({int(i) for i in forbidden_ids})
     if int(eos_token_id) in forbidden:
         raise ValueError("`forbidden_ids` must not contain `eos_token_id` (no completion could end)")
+    stops = sorted({int(i) for i in stop_token_ids} - {int(eos_token_id)})
+    if set(stops) & set(forbidden):
+        raise ValueError(f"`stop_token_ids` {stops} must not be among `forbidden_ids` (they could never end a completion)")
     device = next(model.parameters()).device
     if prompt_mask is None:
         prompt_mask = torch.ones_like(prompt_ids, dtype=torch.bool)
@@ -166,6 +173,7 @@ def sample_completions(
     prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
     G, B = num_samples, prompt_ids.shape[0] * num_samples
     forbidden_t = torch.tensor(forbidden, dtype=torch.long, device=device) if forbidden else None
+    stops_t = torch.tensor(stops, dtype=torch.long, device=device) if stops else None
     decode, logits = _start_decoding(model, prompt_ids, prompt_mask, G, max_new_tokens)  # logits: (B, V)
     tokens = torch.full((B, max_new_tokens), int(pad_token_id), dtype=torch.long, device=device)
     log_probs = torch.zeros((B, max_new_tokens), dtype=torch.float32, device=device)
@@ -177,6 +185,8 @@ def sample_completions(
         tokens[:, t] = tok
         log_probs[:, t] = torch.where(finished, torch.zeros_like(logp), logp)
         finished |= tok == int(eos_token_id)
+        if stops_t is not None:
+            finished |= torch.isin(tok, stops_t)
         steps = t + 1
         if t + 1 == max_new_tokens or bool(finished.all()):
             break
@@ -184,6 +194,9 @@ def sample_completions(
         logits = decode(feed)  # one new token per row through the KV cache
     tokens, log_probs = tokens[:, :steps], log_probs[:, :steps]
     completion_mask = completion_mask_from_eos(tokens, eos_token_id)
+    if stops_t is not None:  # ended by EOS or by a stop id, whichever came first
+        ended = (tokens == int(eos_token_id)) | torch.isin(tokens, stops_t)
+        completion_mask = (ended.long().cumsum(dim=-1) - ended.long()) == 0
     ids, mask = prompt_ids.repeat_interleave(G, dim=0), prompt_mask.repeat_interleave(G, dim=0)  # (B, P)
     result = Completions(ids, mask, tokens, completion_mask, log_probs * completion_mask)
     if tokenizer is not None:

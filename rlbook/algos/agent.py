@@ -1,0 +1,289 @@
+"""Training a tool-using agent on multi-turn episodes: supervised warm-up and masked GRPO (Part VII).
+
+An episode (:class:`rlbook.envs.text.Trajectory`) interleaves the model's turns with the
+environment's answers. Both trainers here score the whole episode in one forward pass (the
+environment's tokens are context) and put the loss on the model's tokens only (``loss_mask``): the
+gradient at every prompt, tool-output and padding position is exactly zero, and the token mean
+divides by the number of model tokens.
+
+Source: GRPO, Shao et al. 2024 (DeepSeekMath), arXiv:2402.03300, eq. 21; multi-turn masking as
+TRL 1.16's ``GRPOTrainer`` (``tool_mask``) and verl's AgentLoop (``response_mask``); DAPO's token mean,
+Yu et al. 2025, arXiv:2503.14476, eq. 8.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "AgentGRPOConfig",
+    "agent_grpo_step",
+    "episode_log_probs",
+    "evaluate_agent",
+    "multiturn_sft",
+    "train_agent_grpo",
+]
+
+
+def episode_log_probs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      temperature: float = 1.0) -> torch.Tensor:
+    """log π_θ of every token after the first, given all the tokens before it (one forward pass).
+
+    log_probs[b, t] = log softmax(logits(input_ids[b, ≤ t]) / τ)[input_ids[b, t + 1]]
+
+    Args:
+        model: a causal LM; ``input_ids`` (B, T) right-padded (positions start at 0 in every row).
+        input_ids: (B, T) long.
+        attention_mask: (B, T) bool or 0/1, False on padding.
+        temperature: τ > 0 the tokens were sampled at.
+    Returns:
+        (B, T − 1) float32 log-probabilities, nats, with grad (position t scores token t + 1).
+    Raises:
+        ValueError: shapes that do not line up, T < 2, or τ ≤ 0.
+    """
+    from rlbook.lm.logprobs import token_log_probs
+
+    if input_ids.dim() != 2 or tuple(attention_mask.shape) != tuple(input_ids.shape) or input_ids.shape[1] < 2:
+        raise ValueError(f"`input_ids` and `attention_mask` must both be (B, T) with T ≥ 2; got "
+                         f"{tuple(input_ids.shape)} and {tuple(attention_mask.shape)}")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"`temperature` must be a finite number > 0; got {temperature!r}")
+    device = next(model.parameters()).device
+    logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device).long()).logits
+    return token_log_probs(logits[:, :-1].float() / temperature, input_ids[:, 1:].to(device))
+
+
+def multiturn_sft(model, trajectories: Sequence, num_steps: int, batch_size: int = 32, lr: float = 3e-3,
+                  generator: torch.Generator | None = None, progress: bool = False) -> list[float]:
+    """Supervised warm-up on demonstration episodes: cross-entropy on the model's tokens only.
+
+    L = − Σ_{b,t} m_{b,t} log π_θ(x_{b,t+1} | x_{b,≤t}) / Σ m,   m the loss mask (model tokens)
+
+    The tool's answers are in the context and never a target: the model learns when and how to
+    call the tool and what to do with its answer, not to predict the tool.
+
+    Args:
+        model: the causal LM (trained in place; AdamW, no weight decay).
+        trajectories: demonstration :class:`rlbook.envs.text.Trajectory` objects (from :func:`rlbook.rollout`
+            with a scripted policy).
+        num_steps: optimiser steps (≥ 1); each takes ``batch_size`` episodes drawn with replacement.
+        batch_size: episodes per step (≥ 1).
+        lr: AdamW learning rate (> 0).
+        generator: draws the batches.
+        progress: show a progress bar.
+    Returns:
+        The loss of each step (nats per model token).
+    Raises:
+        ValueError: no trajectories, or a step count, batch size or learning rate out of range.
+    """
+    from rlbook.envs.text import collate_trajectories
+
+    if not trajectories:
+        raise ValueError("`trajectories` must hold at least one demonstration episode")
+    for name, value in (("num_steps", num_steps), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be an integer ≥ 1; got {value!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"`lr` must be a finite number > 0; got {lr!r}")
+    from tqdm.auto import tqdm
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    losses = []
+    for _ in tqdm(range(num_steps), desc="SFT on demonstrations", disable=not progress):
+        rows = torch.randint(0, len(trajectories), (batch_size,), generator=generator).tolist()
+        batch = collate_trajectories([trajectories[i] for i in rows])  # right padding, masked out
+        log_probs = episode_log_probs(model, batch["input_ids"], batch["attention_mask"])
+        mask = batch["loss_mask"][:, 1:].to(log_probs.device)
+        loss = -(log_probs * mask).sum() / mask.sum().clamp(min=1)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    return losses
+
+
+@dataclass
+class AgentGRPOConfig:
+    """Settings of :func:`train_agent_grpo` (masked GRPO on multi-turn episodes).
+
+    Attributes:
+        group_size: G episodes per problem (≥ 2).
+        prompts_per_step: problems per step (≥ 1); a step has G × prompts_per_step episodes.
+        num_steps: optimiser steps.
+        lr: AdamW learning rate.
+        clip_eps_low, clip_eps_high: the ratio's clip band (1 − ε_low, 1 + ε_high).
+        epochs_per_batch: optimiser steps on each sampled batch (1: on-policy, ratio 1 at the first).
+        max_new_tokens: each turn's token budget.
+        temperature: sampling temperature τ (the log-probabilities are scored at τ too).
+        loss_aggregation: "token_mean" (DAPO: over all the batch's model tokens) or "seq_mean_token_mean".
+        seed: seeds the sampling generator and the problems.
+    """
+
+    group_size: int = 8
+    prompts_per_step: int = 8
+    num_steps: int = 50
+    lr: float = 1e-3
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    epochs_per_batch: int = 1
+    max_new_tokens: int = 12
+    temperature: float = 1.0
+    loss_aggregation: str = "token_mean"
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("group_size", "prompts_per_step", "num_steps", "epochs_per_batch", "max_new_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "group_size" else 1):
+                raise ValueError(f"`{name}` must be an integer ≥ {2 if name == 'group_size' else 1}; got {value!r}")
+        for name in ("lr", "temperature"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"`{name}` must be a finite number > 0; got {value!r}")
+        for name in ("clip_eps_low", "clip_eps_high"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value <= 1 if name == "clip_eps_low" else 0 < value):
+                raise ValueError(f"`{name}` must be in (0, 1] for clip_eps_low, > 0 for clip_eps_high; got {value!r}")
+        if self.loss_aggregation not in ("token_mean", "seq_mean_token_mean"):
+            raise ValueError(f"`loss_aggregation` must be 'token_mean' or 'seq_mean_token_mean'; got "
+                             f"{self.loss_aggregation!r}")
+
+
+def _episode_metrics(trajs) -> dict[str, float]:
+    n = len(trajs)
+    calls = [sum(i["tool_call"] for i in t.infos) for t in trajs]
+    return {
+        "reward": sum(t.reward for t in trajs) / n,
+        "call_frequency": sum(c > 0 for c in calls) / n,  # episodes that called the tool at least once
+        "calls_per_episode": sum(calls) / n,
+        "failure_frequency": sum(any(i["tool_failed"] for i in t.infos) for t in trajs) / n,
+        "malformed_frequency": sum(any(i["malformed"] for i in t.infos) for t in trajs) / n,
+        "turns_per_episode": sum(t.num_turns for t in trajs) / n,
+        "truncated_frequency": sum(t.truncated for t in trajs) / n,
+    }
+
+
+def agent_grpo_step(model, optimizer, make_env: Callable[[], object], problem_seeds: Sequence[int],
+                    config: AgentGRPOConfig, generator: torch.Generator | None = None) -> dict[str, float]:
+    """One masked GRPO step on multi-turn episodes.
+
+    G episodes of each problem (G environments reset with the problem's seed) are sampled together;
+    each episode's reward (the sum of its turns') gets the group-relative advantage
+    Â_b = (R_b − mean_group R) / (std_group R + 1e-6), broadcast to the episode's model tokens; the
+    clipped surrogate min(ρ Â, clip(ρ, 1 − ε_low, 1 + ε_high) Â) is averaged over the model tokens
+    (``loss_mask``) and ``epochs_per_batch`` AdamW steps are taken on it.
+
+    Args:
+        model: the policy (trained in place).
+        optimizer: its optimiser.
+        make_env: a callable returning a fresh environment.
+        problem_seeds: one reset seed per problem (``config.prompts_per_step`` of them).
+        config: the :class:`AgentGRPOConfig`.
+        generator: the sampling generator.
+    Returns:
+        The step's metrics: reward, call_frequency, calls_per_episode, failure_frequency,
+        malformed_frequency, turns_per_episode, truncated_frequency (episode means), loss,
+        clip_fraction, zero_variance_groups (share of groups with all-equal rewards), model_tokens.
+    Raises:
+        ValueError: no problem seeds.
+    """
+    from rlbook.advantages import group_relative_advantages
+    from rlbook.envs.text import batch_rollouts, collate_trajectories
+    from rlbook.steps import grpo_microbatch_train_step
+
+    if not problem_seeds:
+        raise ValueError("`problem_seeds` must hold at least one seed")
+    G = config.group_size
+    seeds = [int(s) for s in problem_seeds for _ in range(G)]
+    envs = [make_env() for _ in seeds]
+    model.eval()
+    trajs = batch_rollouts(model, envs, seeds, max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                           generator=generator)
+    pad = envs[0].tokenizer.pad_token_id
+    batch = collate_trajectories(trajs, pad_token_id=pad)
+    rewards = batch["rewards"]
+    advantages = group_relative_advantages(rewards, G)
+    mask = batch["loss_mask"][:, 1:]
+    device = next(model.parameters()).device
+    mask, advantages = mask.to(device), advantages.to(device)
+    old = None
+    clip_fraction = 0.0
+    loss = torch.zeros(())
+    model.train()
+    for _ in range(config.epochs_per_batch):
+        log_probs = episode_log_probs(model, batch["input_ids"], batch["attention_mask"], config.temperature)
+        if old is None:
+            old = log_probs.detach()
+        optimizer.zero_grad(set_to_none=True)
+        loss, _ = grpo_microbatch_train_step(log_probs, mask, 1, "grpo_clip", advantages=advantages[:, None],
+                                                old_log_probs=old, cliprange=(config.clip_eps_low, config.clip_eps_high),
+                                                aggregation=config.loss_aggregation)
+        optimizer.step()
+        ratio = torch.exp(log_probs.detach() - old)
+        clipped = ((ratio < 1 - config.clip_eps_low) & (advantages[:, None] < 0)) | (
+            (ratio > 1 + config.clip_eps_high) & (advantages[:, None] > 0))
+        clip_fraction = float((clipped & mask).sum() / mask.sum().clamp(min=1))
+    model.eval()
+    grouped = rewards.reshape(-1, G)
+    out = _episode_metrics(trajs)
+    out.update(loss=float(loss.detach()), clip_fraction=clip_fraction, model_tokens=int(mask.sum()),
+               zero_variance_groups=float((grouped == grouped[:, :1]).all(dim=1).float().mean()))
+    return out
+
+
+def train_agent_grpo(model, make_env: Callable[[], object], config: AgentGRPOConfig, progress: bool = True,
+                     first_problem: int = 1_000_000) -> list[dict[str, float]]:
+    """Masked GRPO on multi-turn episodes for ``config.num_steps`` steps (:func:`agent_grpo_step`).
+
+    Problems are drawn by seed: step s uses seeds ``first_problem + s·P`` to ``first_problem + (s + 1)·P − 1``
+    (P = ``prompts_per_step``), away from the evaluation seeds a chapter uses (0, 1, 2, ...).
+
+    Args:
+        model: the policy (trained in place).
+        make_env: a callable returning a fresh environment.
+        config: the :class:`AgentGRPOConfig`.
+        progress: show a progress bar.
+        first_problem: the first training problem's seed.
+    Returns:
+        One metrics dict per step (:func:`agent_grpo_step`).
+    """
+    from tqdm.auto import tqdm
+
+    generator = torch.Generator().manual_seed(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+    P = config.prompts_per_step
+    history = []
+    for step in tqdm(range(config.num_steps), desc="GRPO on episodes", disable=not progress):
+        seeds = [first_problem + config.seed * 10_000_019 + step * P + j for j in range(P)]
+        history.append(agent_grpo_step(model, optimizer, make_env, seeds, config, generator))
+    return history
+
+
+@torch.no_grad()
+def evaluate_agent(model, make_env: Callable[[], object], seeds: Sequence[int], max_new_tokens: int = 12,
+                   greedy: bool = True, temperature: float = 1.0,
+                   generator: torch.Generator | None = None) -> dict[str, float]:
+    """Accuracy and tool use on the problems of ``seeds`` (one episode each, greedy by default).
+
+    Returns:
+        ``accuracy`` (mean reward, the share solved) and the episode metrics of
+        :func:`agent_grpo_step` (call_frequency, calls_per_episode, failure_frequency, ...).
+    Raises:
+        ValueError: no seeds.
+    """
+    from rlbook.envs.text import batch_rollouts
+
+    if not seeds:
+        raise ValueError("`seeds` must hold at least one problem seed")
+    model.eval()
+    trajs = batch_rollouts(model, [make_env() for _ in seeds], list(seeds), max_new_tokens=max_new_tokens,
+                           greedy=greedy, temperature=temperature, generator=generator)
+    out = _episode_metrics(trajs)
+    out["accuracy"] = out.pop("reward")
+    return out
