@@ -84,3 +84,49 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();
+
+// Long code lines wrap (rlbook-reader.css); a wrapped line's continuation is indented past the line's own
+// indentation (a hanging indent), so the code's structure still reads. Each line of a code cell becomes a
+// block of its own that carries its indentation; the text, its newlines included, is unchanged (what the
+// copy button copies is the same).
+(function () {
+  function lines(pre) {
+    var out = [[]], walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      var node = walker.currentNode, cls = node.parentNode === pre ? "" : node.parentNode.className || "";
+      node.nodeValue.split(/(\n)/).forEach(function (part) {
+        if (!part) return;
+        out[out.length - 1].push([part, cls]);
+        if (part === "\n") out.push([]);
+      });
+    }
+    if (!out[out.length - 1].length) out.pop();
+    return out;
+  }
+  function indent(pre) {
+    if (pre.dataset.rlbookLines) return;
+    var rows = lines(pre), frag = document.createDocumentFragment();
+    rows.forEach(function (row) {
+      var line = document.createElement("span"), text = row.map(function (p) { return p[0]; }).join("");
+      line.className = "rlbook-line";
+      line.style.setProperty("--rlbook-indent", (text.match(/^ */)[0].length + 4) + "ch");
+      row.forEach(function (p) {
+        if (p[1]) {
+          var span = document.createElement("span");
+          span.className = p[1];
+          span.textContent = p[0];
+          line.appendChild(span);
+        } else line.appendChild(document.createTextNode(p[0]));
+      });
+      frag.appendChild(line);
+    });
+    pre.textContent = "";
+    pre.appendChild(frag);
+    pre.dataset.rlbookLines = String(rows.length);
+  }
+  function init() {
+    document.querySelectorAll("div.cell_input div.highlight pre").forEach(indent);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

@@ -8,7 +8,9 @@
   words), never inside one, at a 1280-pixel window;
 * at a phone's 390 pixels no page is wider than the window (long inline formulas scroll in place).
 
-Screenshot: ``site_glossary.png`` in the artefacts folder.
+* code lines that wrap keep a hanging indent (never a continuation at the column's left edge).
+
+Screenshots: ``site_glossary.png`` and ``site_code_wrapped_390.png`` in the artefacts folder.
 """
 
 from __future__ import annotations
@@ -107,3 +109,73 @@ def test_no_page_is_wider_than_a_phone(built_site, offline_page):
         page.wait_for_timeout(300)  # the wide-formula check runs after MathJax
         wider = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert wider <= 0, f"{name}: {wider} px wider than a 390-pixel window"
+
+
+_CODE_LINES = """() => {
+    const out = {blocks: 0, lines: 0, textMismatch: 0, wrapped: [], extraHeight: []};
+    for (const pre of document.querySelectorAll('div.cell_input div.highlight pre')) {
+        const lines = [...pre.querySelectorAll(':scope > span.rlbook-line')];
+        if (!lines.length) continue;
+        out.blocks += 1; out.lines += lines.length;
+        const text = lines.map(l => l.textContent).join('');
+        if (text !== pre.textContent || !text.includes('\\n')) out.textMismatch += 1;
+        const lh = parseFloat(getComputedStyle(pre).lineHeight);
+        let rows = 0;
+        for (const line of lines) {
+            const range = document.createRange();
+            range.selectNodeContents(line);
+            const rects = [...range.getClientRects()].filter(r => r.width > 0);
+            const tops = [...new Set(rects.map(r => Math.round(r.top)))];
+            rows += Math.max(1, tops.length);
+            if (tops.length > 1) {
+                const s = line.textContent, first = s.search(/\\S/);
+                const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+                let seen = 0, at = null;
+                while (walker.nextNode() && at === null) {
+                    const v = walker.currentNode.nodeValue;
+                    if (seen + v.length > first) { at = [walker.currentNode, first - seen]; }
+                    seen += v.length;
+                }
+                const r = document.createRange(); r.setStart(at[0], at[1]); r.setEnd(at[0], at[1] + 1);
+                const codeBox = r.getBoundingClientRect(), box = line.getBoundingClientRect();
+                const secondTop = tops[1];
+                const cont = Math.min(...rects.filter(x => Math.round(x.top) === secondTop).map(x => x.left));
+                const ch = codeBox.width;  // one column of the fixed-width font
+                // [start of the line, x of its code, x of its first continuation, left edge of the column,
+                //  whether the hanging indent (code's column + 4) fits in 40 % of the column]
+                out.wrapped.push([s.slice(0, 40), codeBox.left, cont, box.left,
+                                  Math.round(codeBox.top) === tops[0] && (codeBox.left - box.left + 4 * ch) <= 0.4 * box.width]);
+            }
+        }
+        out.extraHeight.push(pre.getBoundingClientRect().height - rows * lh
+                             - parseFloat(getComputedStyle(pre).paddingTop) - parseFloat(getComputedStyle(pre).paddingBottom));
+    }
+    return out;
+}"""
+
+
+def test_wrapped_code_lines_keep_their_indentation(built_site, offline_page, artifact_dir):
+    """At a phone's 390 pixels long code lines wrap; no continuation starts at the column's left edge, and
+    where the hanging indent fits (the code's column + 4, up to 40 % of the column) each continuation starts
+    to the right of the wrapped line's own code, so a wrapped statement never looks one level out. The
+    code's text, newlines included, is unchanged (what the copy button copies), and no block gains a blank
+    line."""
+    _, base = built_site
+    page = offline_page.page
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.goto(f"{base}/07_ppo.html")
+    _wait_until_rendered(page)
+    found = page.evaluate(_CODE_LINES)
+    assert found["blocks"] >= 10 and found["textMismatch"] == 0, found["textMismatch"]
+    assert len(found["wrapped"]) >= 10, found["wrapped"][:3]
+    flush_left = [w for w in found["wrapped"] if w[2] <= w[3] + 1]  # the defect: a continuation at column 0
+    assert not flush_left, flush_left[:3]
+    fits = [w for w in found["wrapped"] if w[4]]
+    assert len(fits) >= 5 and not [w for w in fits if w[2] <= w[1] + 1], [w for w in fits if w[2] <= w[1] + 1][:3]
+    assert max(found["extraHeight"]) < 4, max(found["extraHeight"])  # no blank line added to any block
+    block = page.locator("div.cell_input div.highlight pre").nth(3)
+    block.scroll_into_view_if_needed()
+    block.screenshot(path=str(artifact_dir / "site_code_wrapped_390.png"))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    assert max(page.evaluate(_CODE_LINES)["extraHeight"]) < 4
+    assert offline_page.page_errors == [] and offline_page.console_errors == []
