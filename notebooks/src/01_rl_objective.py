@@ -226,8 +226,8 @@ rl.claim("to over 300", landscape[-1]["mean"], low=300);
 # The probability of a whole completion $o = (o_0, \dots, o_{L-1})$ given the prompt is the product of
 # the per-token probabilities, exactly (1.2) with the dynamics factors all equal to one:
 #
-# $$\pi_\theta(o \mid q) = \prod_{t=0}^{L-1} \pi_\theta(o_t \mid q, o_{<t}), \qquad
-#   \log \pi_\theta(o\mid q) = \sum_t \log \pi_\theta(o_t \mid q, o_{<t}). \tag{1.7}$$
+# $$\begin{gathered}\pi_\theta(o \mid q) = \prod_{t=0}^{L-1} \pi_\theta(o_t \mid q, o_{<t}),\cr
+#   \log \pi_\theta(o\mid q) = \sum_t \log \pi_\theta(o_t \mid q, o_{<t}).\end{gathered} \tag{1.7}$$
 #
 # To make this concrete without any download, here is a toy "language model" over a 5-token vocabulary:
 # a table of next-token logits indexed by the previous token (a bigram model). The question is fixed,
@@ -355,8 +355,8 @@ rl.report_headline(f"random policy on CartPole-v1: J ≈ {stats['mean']:.1f} ± 
 # The objective is the state value averaged over start states, $J(\theta) = \mathbb E_{s_0\sim\rho_0}[V^\pi(s_0)]$.
 # Since $V^\pi(s)$ averages over the first action and $Q^\pi(s, a)$ fixes it,
 #
-# $$V^\pi(s) = \sum_a \pi(a\mid s)\,Q^\pi(s, a) = \mathbb E_{a\sim\pi(\cdot\mid s)}\big[Q^\pi(s,a)\big],
-#   \qquad \mathbb E_{a\sim\pi(\cdot\mid s)}\big[A^\pi(s,a)\big] = 0. \tag{1.12}$$
+# $$\begin{gathered}V^\pi(s) = \sum_a \pi(a\mid s)\,Q^\pi(s, a) = \mathbb E_{a\sim\pi(\cdot\mid s)}\big[Q^\pi(s,a)\big],\cr
+#   \mathbb E_{a\sim\pi(\cdot\mid s)}\big[A^\pi(s,a)\big] = 0.\end{gathered} \tag{1.12}$$
 #
 # The second identity follows from the first: $\sum_a \pi(a\mid s)(Q^\pi(s,a) - V^\pi(s)) = V^\pi(s) - V^\pi(s)$.
 # An advantage is therefore *relative*: under the policy's own action choice it averages to zero, and

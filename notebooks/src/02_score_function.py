@@ -39,10 +39,10 @@ SIZE = rl.get_size()
 #
 # For any distribution $p_\theta(x)$ and any function $f$ that does not depend on $\theta$,
 #
-# $$\nabla_\theta\, \mathbb E_{x\sim p_\theta}[f(x)]
-#   = \sum_x f(x)\,\nabla_\theta p_\theta(x)
-#   = \sum_x f(x)\,p_\theta(x)\,\nabla_\theta \log p_\theta(x)
-#   = \mathbb E_{x\sim p_\theta}\big[f(x)\,\nabla_\theta \log p_\theta(x)\big]. \tag{2.1}$$
+# $$\begin{aligned}\nabla_\theta\, \mathbb E_{x\sim p_\theta}[f(x)]
+#   &= \sum_x f(x)\,\nabla_\theta p_\theta(x)
+#   = \sum_x f(x)\,p_\theta(x)\,\nabla_\theta \log p_\theta(x)\cr
+#   &= \mathbb E_{x\sim p_\theta}\big[f(x)\,\nabla_\theta \log p_\theta(x)\big].\end{aligned} \tag{2.1}$$
 #
 # The middle step is just $\nabla p = p\,\nabla\log p$ (the derivative of $\log$). The result is an
 # expectation under the *same* distribution we sample from, so we can estimate it by averaging

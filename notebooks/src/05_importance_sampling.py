@@ -46,8 +46,8 @@ SIZE = rl.get_size()
 # Let $p$ be the distribution we care about (the *target*, e.g. the current policy) and $q$ the one we
 # sampled from (the *proposal* or *behaviour* policy). Wherever $q(x) > 0$ whenever $p(x)f(x) \ne 0$,
 #
-# $$\mathbb E_{x\sim p}[f(x)] = \sum_x p(x) f(x) = \sum_x q(x)\,\frac{p(x)}{q(x)}\,f(x)
-#   = \mathbb E_{x\sim q}\big[w(x)\,f(x)\big], \qquad w(x) = \frac{p(x)}{q(x)}. \tag{5.1}$$
+# $$\begin{aligned}\mathbb E_{x\sim p}[f(x)] &= \sum_x p(x) f(x) = \sum_x q(x)\,\frac{p(x)}{q(x)}\,f(x)\cr
+#   &= \mathbb E_{x\sim q}\big[w(x)\,f(x)\big], \qquad w(x) = \frac{p(x)}{q(x)}.\end{aligned} \tag{5.1}$$
 #
 # So the estimator $\hat\mu_\text{IS} = \frac1n\sum_i w(x_i) f(x_i)$, $x_i\sim q$, is **unbiased** for
 # $\mathbb E_p[f]$. For a policy and one action, $w$ is the **ratio**
@@ -207,8 +207,8 @@ fig.tight_layout();
 # For a trajectory $\tau = (s_0, a_0, \dots, s_{H-1}, a_{H-1})$ the environment's transition probabilities
 # are the same under both policies and cancel, so the trajectory weight is a product of per-step ratios:
 #
-# $$w(\tau) = \frac{p_{\theta}(\tau)}{p_{\theta_\text{old}}(\tau)} = \prod_{t=0}^{H-1}\rho_t, \qquad
-#   \mathrm{KL}\big(p_\theta(\tau)\,\|\,p_{\theta_\text{old}}(\tau)\big) = \mathbb E_{\tau\sim p_\theta}\Big[\sum_t \mathrm{KL}_t\Big]. \tag{5.6}$$
+# $$\begin{gathered}w(\tau) = \frac{p_{\theta}(\tau)}{p_{\theta_\text{old}}(\tau)} = \prod_{t=0}^{H-1}\rho_t,\cr
+#   \mathrm{KL}\big(p_\theta(\tau)\,\|\,p_{\theta_\text{old}}(\tau)\big) = \mathbb E_{\tau\sim p_\theta}\Big[\sum_t \mathrm{KL}_t\Big].\end{gathered} \tag{5.6}$$
 #
 # Both the KL and $\log\mathbb E[w^2]$ add up over steps, so at a fixed per-step change the ESS decays
 # *exponentially in the horizon*. We measure it on a random 5-state, 3-action MDP with horizon $H$, a
@@ -465,9 +465,9 @@ rl.claim("a spread of two to three times the KL", close["k2_std"] / close["kl"],
 #   $\mathbb E_q[\nabla k_3] = \sum_x \nabla q - \sum_x p\,\nabla\log q = -\sum_x p\,\nabla\log q$, which is
 #   the gradient of $\mathrm{KL}(p\|q) = \sum_x p\log p - \sum_x p\log q$.
 #
-# $$\mathbb E_{\pi_\theta}[\nabla k_1] = 0, \qquad
-#   \mathbb E_{\pi_\theta}[\nabla k_2] = \nabla\,\mathrm{KL}(\pi_\theta\,\|\,\pi_{\text{ref}}), \qquad
-#   \mathbb E_{\pi_\theta}[\nabla k_3] = \nabla\,\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi_\theta). \tag{5.9}$$
+# $$\begin{gathered}\mathbb E_{\pi_\theta}[\nabla k_1] = 0, \qquad
+#   \mathbb E_{\pi_\theta}[\nabla k_2] = \nabla\,\mathrm{KL}(\pi_\theta\,\|\,\pi_{\text{ref}}),\cr
+#   \mathbb E_{\pi_\theta}[\nabla k_3] = \nabla\,\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi_\theta).\end{gathered} \tag{5.9}$$
 #
 # So the two unbiased *value* estimators are the wrong choice for a *gradient* of the reverse KL:
 # $k_1$ gives nothing, and $k_3$, the GRPO penalty, follows the **forward** KL. The biased $k_2$ is the

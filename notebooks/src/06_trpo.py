@@ -46,8 +46,8 @@ DEVICE = rl.get_device("cpu")  # CartPole-sized networks are fastest on the CPU
 # $\rho_\pi(s) = \sum_{t\ge0}\gamma^t\,\mathbb P_\pi(s_t = s)$ for the (unnormalised) discounted state
 # occupancy. For any two policies $\pi$ (old) and $\pi'$ (new),
 #
-# $$J(\pi') - J(\pi) \;=\; \mathbb E_{\tau\sim\pi'}\Big[\sum_{t\ge0}\gamma^t A^{\pi}(s_t, a_t)\Big]
-#   \;=\; \sum_s \rho_{\pi'}(s)\sum_a \pi'(a\mid s)\,A^\pi(s,a). \tag{6.1}$$
+# $$\begin{aligned}J(\pi') - J(\pi) &= \mathbb E_{\tau\sim\pi'}\Big[\sum_{t\ge0}\gamma^t A^{\pi}(s_t, a_t)\Big]\cr
+#   &= \sum_s \rho_{\pi'}(s)\sum_a \pi'(a\mid s)\,A^\pi(s,a).\end{aligned} \tag{6.1}$$
 #
 # *Proof.* $A^\pi(s,a) = \mathbb E[r + \gamma V^\pi(s') - V^\pi(s)]$, so inside the expectation over a
 # trajectory of $\pi'$ the sum telescopes:
@@ -81,8 +81,8 @@ print("sum_a pi_old A_old = 0 in every state:", bool((pi_old * mdp.advantages(pi
 #
 # Replace $\rho_{\pi'}$ by $\rho_\pi$ in (6.1) — states from the data we already have:
 #
-# $$L_\pi(\pi') \;=\; J(\pi) + \sum_s \rho_\pi(s)\sum_a \pi'(a\mid s)\,A^\pi(s,a)
-#   \;=\; J(\pi) + \frac{1}{1-\gamma}\,\mathbb E_{s\sim d_\pi,\,a\sim\pi}\Big[\frac{\pi'(a\mid s)}{\pi(a\mid s)}A^\pi(s,a)\Big]. \tag{6.2}$$
+# $$\begin{aligned}L_\pi(\pi') &= J(\pi) + \sum_s \rho_\pi(s)\sum_a \pi'(a\mid s)\,A^\pi(s,a)\cr
+#   &= J(\pi) + \frac{1}{1-\gamma}\,\mathbb E_{s\sim d_\pi,\,a\sim\pi}\Big[\frac{\pi'(a\mid s)}{\pi(a\mid s)}A^\pi(s,a)\Big].\end{aligned} \tag{6.2}$$
 #
 # ($d_\pi = (1-\gamma)\rho_\pi$ is the normalised occupancy; the ratio is chapter 5's importance weight,
 # which lets us evaluate $L_\pi(\pi')$ for any candidate $\pi'$ from samples of $\pi$.) With
@@ -175,17 +175,17 @@ print(f"smallest slack J - bound = {gaps.min():.4f};  median slack = {np.median(
 #    in nats (e.g. $0.01$);
 # 2. the **maximum** over states becomes the **average** over visited states, which samples can estimate:
 #
-# $$\max_\theta\; \mathbb E_{s,a\sim\pi_{\text{old}}}\Big[\tfrac{\pi_\theta(a|s)}{\pi_{\text{old}}(a|s)}\hat A(s,a)\Big]
-#   \quad\text{s.t.}\quad \overline{\mathrm{KL}}(\theta) = \mathbb E_{s\sim\pi_{\text{old}}}\big[\mathrm{KL}(\pi_{\text{old}}(\cdot|s)\,\|\,\pi_\theta(\cdot|s))\big] \le \delta. \tag{6.5}$$
+# $$\begin{aligned}&\max_\theta\; \mathbb E_{s,a\sim\pi_{\text{old}}}\Big[\tfrac{\pi_\theta(a|s)}{\pi_{\text{old}}(a|s)}\hat A(s,a)\Big]\cr
+#   &\text{s.t.}\quad \overline{\mathrm{KL}}(\theta) = \mathbb E_{s\sim\pi_{\text{old}}}\big[\mathrm{KL}(\pi_{\text{old}}(\cdot|s)\,\|\,\pi_\theta(\cdot|s))\big] \le \delta.\end{aligned} \tag{6.5}$$
 #
 # ## 6.4 The average KL is locally a quadratic: the Fisher information
 #
 # At $\theta = \theta_{\text{old}}$ the average KL is 0 and minimal, so its gradient is 0, and its
 # second-order Taylor expansion is
 #
-# $$\overline{\mathrm{KL}}(\theta) \approx \tfrac12(\theta-\theta_{\text{old}})^\top F\,(\theta-\theta_{\text{old}}),
-#   \qquad F = \nabla^2_\theta\overline{\mathrm{KL}}\big|_{\theta_{\text{old}}}
-#   = \mathbb E_{s}\,\mathbb E_{a\sim\pi_{\text{old}}}\big[\nabla\log\pi(a|s)\,\nabla\log\pi(a|s)^\top\big]. \tag{6.6}$$
+# $$\begin{gathered}\overline{\mathrm{KL}}(\theta) \approx \tfrac12(\theta-\theta_{\text{old}})^\top F\,(\theta-\theta_{\text{old}}),\cr
+#   F = \nabla^2_\theta\overline{\mathrm{KL}}\big|_{\theta_{\text{old}}}
+#   = \mathbb E_{s}\,\mathbb E_{a\sim\pi_{\text{old}}}\big[\nabla\log\pi(a|s)\,\nabla\log\pi(a|s)^\top\big].\end{gathered} \tag{6.6}$$
 #
 # The second equality — Hessian of the KL equals the Fisher information — follows from differentiating
 # $\mathrm{KL} = \sum_a p_a(\log p_a - \log q_a(\theta))$ twice in $\theta$: the term
@@ -311,8 +311,8 @@ rl.claim("a higher $J$ than either fixed learning rate",
 # inverted. Conjugate gradient (CG) solves $Fx = g$ using only products $Fv$ — exactly what
 # `fisher_vector_product` provides. Starting from $x_0 = 0$, $r_0 = p_0 = g$:
 #
-# $$\alpha_k = \frac{r_k^\top r_k}{p_k^\top F p_k},\quad x_{k+1} = x_k + \alpha_k p_k,\quad
-#   r_{k+1} = r_k - \alpha_k F p_k,\quad p_{k+1} = r_{k+1} + \frac{r_{k+1}^\top r_{k+1}}{r_k^\top r_k}p_k. \tag{6.9}$$
+# $$\begin{gathered}\alpha_k = \frac{r_k^\top r_k}{p_k^\top F p_k},\quad x_{k+1} = x_k + \alpha_k p_k,\cr
+#   r_{k+1} = r_k - \alpha_k F p_k,\quad p_{k+1} = r_{k+1} + \frac{r_{k+1}^\top r_{k+1}}{r_k^\top r_k}p_k.\end{gathered} \tag{6.9}$$
 #
 # The directions $p_k$ are $F$-conjugate ($p_i^\top F p_j = 0$), so CG minimises
 # $\tfrac12 x^\top F x - g^\top x$ over a growing Krylov subspace and is exact after $n$ steps in exact

@@ -109,8 +109,9 @@ rl.claim("within a factor of about two of the target", max(max(d / target_kl, ta
 # directions — a ratio that moved the *wrong* way — the unclipped term is the minimum and the gradient
 # stays on, pulling it back. So the $\min$ is a **switch**:
 #
-# $$\nabla_\theta L^{\mathrm{CLIP}} = \mathbb E\big[\hat A\,\rho_\theta\,\nabla_\theta\log\pi_\theta(a|s)\cdot
-#   \mathbb 1\{\text{not }(\hat A>0 \wedge \rho>1+\varepsilon)\ \text{and not }(\hat A<0\wedge\rho<1-\varepsilon)\}\big]. \tag{7.4}$$
+# $$\begin{aligned}\nabla_\theta L^{\mathrm{CLIP}} = \mathbb E\big[&\hat A\,\rho_\theta\,\nabla_\theta\log\pi_\theta(a|s)\cdot
+#   \mathbb 1\{\text{not }(\hat A>0 \wedge \rho>1+\varepsilon)\cr
+#   &\text{and not }(\hat A<0\wedge\rho<1-\varepsilon)\}\big].\end{aligned} \tag{7.4}$$
 #
 # At $\theta = \theta_{\text{old}}$ ($\rho = 1$) every sample is inside the band, so the first PPO step is
 # exactly the policy gradient; clipping only acts on later epochs over the same batch. Two worked rows,

@@ -64,8 +64,8 @@ print("size:", rl.get_size())
 # exactly. All the randomness is in the policy. The probability of a whole completion is therefore
 # the product of the per-token probabilities, and its log-probability a sum:
 #
-# $$\pi_\theta(o \mid q) = \prod_{t=1}^{T} \pi_\theta(o_t \mid q, o_{<t}), \qquad
-# \log \pi_\theta(o \mid q) = \sum_{t=1}^{T} \log \pi_\theta(o_t \mid q, o_{<t}). \tag{8.1}$$
+# $$\begin{gathered}\pi_\theta(o \mid q) = \prod_{t=1}^{T} \pi_\theta(o_t \mid q, o_{<t}),\cr
+# \log \pi_\theta(o \mid q) = \sum_{t=1}^{T} \log \pi_\theta(o_t \mid q, o_{<t}).\end{gathered} \tag{8.1}$$
 #
 # **The task.** Two-digit addition with fixed-width numbers: the prompt `"07+42="` asks for the
 # completion `"049</s>"`. The reward is *verifiable*: three lines of exact arithmetic decide it, so no
@@ -102,8 +102,8 @@ for completion in cases:
 # ($P$ tokens) and the completion ($T$ tokens) side by side; completion token $t$ sits at position
 # $P + t$, so its log-probability is read from the logits one column to its left:
 #
-# $$\log \pi_\theta(o_t \mid q, o_{<t}) = \log\operatorname{softmax}(z_{P+t-1})[o_t]
-# = z_{P+t-1}[o_t] - \log\sum_{v} e^{z_{P+t-1}[v]}. \tag{8.2}$$
+# $$\begin{aligned}\log \pi_\theta(o_t \mid q, o_{<t}) &= \log\operatorname{softmax}(z_{P+t-1})[o_t]\cr
+# &= z_{P+t-1}[o_t] - \log\sum_{v} e^{z_{P+t-1}[v]}.\end{aligned} \tag{8.2}$$
 #
 # Its gradient with respect to the logits is $\mathrm{onehot}(o_t) - \operatorname{softmax}(z)$, the
 # softmax score function of Part I. Two details matter in practice: compute the log-softmax in
@@ -316,8 +316,8 @@ if rl.get_size() == "small":  # the sentence is about the default size
 # is a one-step *contextual bandit*: see $q$, pick an entire answer $o$ (one "arm" among
 # $|\mathcal V|^T$), receive $R(q, o)$. The objective and its gradient are
 #
-# $$J(\theta) = \mathbb E_{q\sim\mu}\,\mathbb E_{o\sim\pi_\theta(\cdot\mid q)} R(q, o), \qquad
-# \nabla J = \mathbb E\Bigl[R(q, o)\sum_{t=1}^{T}\nabla\log\pi_\theta(o_t \mid q, o_{<t})\Bigr]. \tag{8.5}$$
+# $$\begin{gathered}J(\theta) = \mathbb E_{q\sim\mu}\,\mathbb E_{o\sim\pi_\theta(\cdot\mid q)} R(q, o),\cr
+# \nabla J = \mathbb E\Bigl[R(q, o)\sum_{t=1}^{T}\nabla\log\pi_\theta(o_t \mid q, o_{<t})\Bigr].\end{gathered} \tag{8.5}$$
 #
 # Inside one answer we can also keep the token-level view of §8.1; with the only reward at the end
 # and no discount, every token's reward-to-go equals $R(q, o)$, which is (8.5) again. Discounting

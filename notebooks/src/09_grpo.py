@@ -190,10 +190,10 @@ plt.tight_layout();
 # With the advantages in hand, GRPO is PPO's clipped surrogate with one advantage per answer, plus a
 # penalty that keeps the policy near a frozen reference $\pi_{\text{ref}}$ (the model before RL):
 #
-# $$J_{\text{GRPO}}(\theta) = \mathbb{E}\Big[\frac{1}{G}\sum_{i=1}^{G} \frac{1}{|o_i|}\sum_{t=1}^{|o_i|}
-# \Big(\min\big(\rho_{i,t} \hat A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\epsilon, 1+\epsilon)\,\hat A_i\big)
-# - \beta\, k_3^{(i,t)}\Big)\Big], \qquad
-# \rho_{i,t} = \frac{\pi_\theta(o_{i,t} \mid q, o_{i,<t})}{\pi_{\theta_{\text{old}}}(o_{i,t} \mid q, o_{i,<t})}.
+# $$\begin{aligned}J_{\text{GRPO}}(\theta) = \mathbb{E}\Big[&\frac{1}{G}\sum_{i=1}^{G} \frac{1}{|o_i|}\sum_{t=1}^{|o_i|}
+# \Big(\min\big(\rho_{i,t} \hat A_i,\cr
+# &\operatorname{clip}(\rho_{i,t}, 1-\epsilon, 1+\epsilon)\,\hat A_i\big) - \beta\, k_3^{(i,t)}\Big)\Big],\cr
+# &\text{where }\rho_{i,t} = \frac{\pi_\theta(o_{i,t} \mid q, o_{i,<t})}{\pi_{\theta_{\text{old}}}(o_{i,t} \mid q, o_{i,<t})}.\end{aligned}
 # \tag{9.2}$$
 #
 # The per-token KL term is not an exact KL (that would need the whole vocabulary at every position)
@@ -248,14 +248,14 @@ assert k3.min() >= 0 and abs(e_k3 - exact) < 1e-12 and abs(e_k1 - exact) < 1e-12
 # writing $\ell_{i,t}$ for the per-token loss and $m_{i,t}$ for the completion mask, and $B$ for the
 # number of answers in the batch:
 #
-# $$\text{GRPO (sample-level):}\quad L = \frac1B \sum_i \frac{1}{|o_i|}\sum_t m_{i,t}\ell_{i,t},
-# \qquad w_{i,t} = \frac{m_{i,t}}{B\,|o_i|} \tag{9.4}$$
+# $$\begin{aligned}&\text{GRPO (sample-level):}\cr
+# &L = \frac1B \sum_i \frac{1}{|o_i|}\sum_t m_{i,t}\ell_{i,t}, \qquad w_{i,t} = \frac{m_{i,t}}{B\,|o_i|}\end{aligned} \tag{9.4}$$
 #
-# $$\text{DAPO (token-level):}\quad L = \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{\sum_{i,t} m_{i,t}},
-# \qquad w_{i,t} = \frac{m_{i,t}}{\sum m} \tag{9.5}$$
+# $$\begin{aligned}&\text{DAPO (token-level):}\cr
+# &L = \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{\sum_{i,t} m_{i,t}}, \qquad w_{i,t} = \frac{m_{i,t}}{\sum m}\end{aligned} \tag{9.5}$$
 #
-# $$\text{Dr. GRPO (constant):}\quad L = \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{B\, L_{\max}},
-# \qquad w_{i,t} = \frac{m_{i,t}}{B\,L_{\max}} \tag{9.6}$$
+# $$\begin{aligned}&\text{Dr. GRPO (constant):}\cr
+# &L = \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{B\, L_{\max}}, \qquad w_{i,t} = \frac{m_{i,t}}{B\,L_{\max}}\end{aligned} \tag{9.6}$$
 #
 # Each is $L = \sum_{i,t} w_{i,t}\ell_{i,t}$, and $w_{i,t}$ is also $\partial L / \partial \ell_{i,t}$: how
 # hard each token is pushed. Under (9.4) a long answer's tokens are pushed less. Combined with a

@@ -125,11 +125,11 @@ rl.claim("about the same length", abs(before["length_correct"] - before["length_
 # GRPO's loss (9.2) averages the per-token losses $\ell_{i,t}$ *within* each answer and then over the
 # $B$ answers of the batch. Written as one weighted sum,
 #
-# $$L = \sum_{i,t} w_{i,t}\,\ell_{i,t}, \qquad
+# $$\begin{gathered}L = \sum_{i,t} w_{i,t}\,\ell_{i,t}, \qquad
 # w^{\text{GRPO}}_{i,t} = \frac{1}{B\,|o_i|}, \quad
-# w^{\text{DAPO}}_{i,t} = \frac{1}{\sum_j |o_j|}, \quad
+# w^{\text{DAPO}}_{i,t} = \frac{1}{\sum_j |o_j|},\cr
 # w^{\text{Dr.GRPO}}_{i,t} = \frac{1}{B\,L_{\max}}, \quad
-# w^{\text{ScaleRL}}_{i,t} = \frac{1}{P\,N_p}. \tag{10.1}$$
+# w^{\text{ScaleRL}}_{i,t} = \frac{1}{P\,N_p}.\end{gathered} \tag{10.1}$$
 #
 # At $\rho = 1$ the per-token loss is $\ell_{i,t} = -\hat A_i \log\pi_\theta(o_{i,t}\mid\cdot)$, so each token of
 # answer $i$ is pushed with strength $w_{i,t}\hat A_i$. Under GRPO that is $\hat A_i/(B|o_i|)$: the

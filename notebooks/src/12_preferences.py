@@ -99,8 +99,8 @@ for answer in ["049", "048", "059", "149", "950"]:
 # compares two answers by adding independent noise to each reward and picking the larger. If the noise
 # follows a Gumbel distribution, the difference of two Gumbel variables is logistic, and
 #
-# $$P(y_1 \succ y_2 \mid x) = \frac{e^{r(x, y_1)}}{e^{r(x, y_1)} + e^{r(x, y_2)}} = \sigma\bigl(r(x, y_1) - r(x, y_2)\bigr),
-# \qquad \sigma(z) = \frac{1}{1 + e^{-z}}. \tag{12.2}$$
+# $$\begin{gathered}P(y_1 \succ y_2 \mid x) = \frac{e^{r(x, y_1)}}{e^{r(x, y_1)} + e^{r(x, y_2)}} = \sigma\bigl(r(x, y_1) - r(x, y_2)\bigr),\cr
+# \sigma(z) = \frac{1}{1 + e^{-z}}.\end{gathered} \tag{12.2}$$
 #
 # This is the Bradley–Terry model (Bradley & Terry 1952). Only the *difference* of rewards enters, so
 # adding a constant $c(x)$ to every reward of a prompt changes no probability: a reward is identified
@@ -467,8 +467,8 @@ rl.claim("a clearly smaller share of the pairs with a right answer correctly",
 #
 # Then $r(y) = \beta\log\frac{\pi^*(y)}{\pi_{\text{ref}}(y)} + \beta\log Z$, and substituting into (12.5),
 #
-# $$J(\pi) = \sum_y \pi(y)\Bigl[\beta\log\frac{\pi^*(y)}{\pi_{\text{ref}}(y)} + \beta\log Z - \beta\log\frac{\pi(y)}{\pi_{\text{ref}}(y)}\Bigr]
-# = \beta\log Z - \beta\,\mathrm{KL}(\pi\,\|\,\pi^*). \tag{12.7}$$
+# $$\begin{aligned}J(\pi) &= \sum_y \pi(y)\Bigl[\beta\log\frac{\pi^*(y)}{\pi_{\text{ref}}(y)} + \beta\log Z - \beta\log\frac{\pi(y)}{\pi_{\text{ref}}(y)}\Bigr]\cr
+# &= \beta\log Z - \beta\,\mathrm{KL}(\pi\,\|\,\pi^*).\end{aligned} \tag{12.7}$$
 #
 # A KL divergence is never negative and is zero only for equal distributions, so $\pi^*$ is the unique
 # maximiser and the optimal value is $J(\pi^*) = \beta\log Z$ (the Gibbs variational principle; Korbak,
@@ -714,8 +714,8 @@ rl.claim("6.08 times $\\pi^*$'s mass on the worst arm", worst_ratio, 6.08)
 # most $v$, not all below it). If no other answer shares $y$'s reward, best-of-$N$ returns $y$ with exactly
 # that probability; answers with equal rewards share it in proportion to $\pi_{\text{ref}}$:
 #
-# $$\pi_N(y) = \frac{\pi_{\text{ref}}(y)}{\pi_{\text{ref}}(L_y)}\Bigl(F(r(y))^N - F^-(r(y))^N\Bigr),\qquad
-# L_y = \{y' : r(y') = r(y)\}. \tag{12.8}$$
+# $$\begin{gathered}\pi_N(y) = \frac{\pi_{\text{ref}}(y)}{\pi_{\text{ref}}(L_y)}\Bigl(F(r(y))^N - F^-(r(y))^N\Bigr),\cr
+# L_y = \{y' : r(y') = r(y)\}.\end{gathered} \tag{12.8}$$
 #
 # (Beirami et al. 2024, arXiv:2401.01879, Lemma 1, for distinct rewards.)
 

@@ -73,8 +73,8 @@ print("size:", SIZE)
 # (the letter keeps this meaning through the chapter, in the library's docstrings and in the explorer),
 # the implicit-reward margin is $\hat r_\theta(y_w) - \hat r_\theta(y_l) = \beta h$, and the gradient is
 #
-# $$\nabla_\theta\mathcal L_{\text{DPO}} = -\,\beta\,\mathbb E\Bigl[\underbrace{\sigma(-\beta h)}_{\text{weight}}\,
-# \bigl(\nabla_\theta\log\pi_\theta(y_w\mid x) - \nabla_\theta\log\pi_\theta(y_l\mid x)\bigr)\Bigr]. \tag{13.3}$$
+# $$\begin{aligned}\nabla_\theta\mathcal L_{\text{DPO}} = -\,\beta\,\mathbb E\Bigl[&\underbrace{\sigma(-\beta h)}_{\text{weight}}\cr
+# &\cdot\bigl(\nabla_\theta\log\pi_\theta(y_w\mid x) - \nabla_\theta\log\pi_\theta(y_l\mid x)\bigr)\Bigr].\end{aligned} \tag{13.3}$$
 #
 # Each pair raises the log-likelihood of the chosen answer and lowers that of the rejected one, weighted
 # by $\sigma(-\beta h) = \sigma(\hat r_\theta(y_l) - \hat r_\theta(y_w))$: how wrongly the implicit reward orders the pair. A
@@ -313,8 +313,8 @@ rl.claim("barely moves after step 1,000", ipo_drift / dpo_growth, high=0.05)
 # **What IPO optimises.** IPO is not DPO in other units. Azar et al. derive it from a different objective,
 # $\Psi$PO with $\Psi$ the identity:
 #
-# $$\max_\pi\; \mathbb E_{y\sim\pi}\bigl[p(y \succ \mu)\bigr] - \tau\,\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}}),
-# \qquad p(y \succ \mu) = \mathbb E_{y'\sim\mu}\bigl[P(y \succ y')\bigr], \tag{13.5}$$
+# $$\begin{gathered}\max_\pi\; \mathbb E_{y\sim\pi}\bigl[p(y \succ \mu)\bigr] - \tau\,\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}}),\cr
+# p(y \succ \mu) = \mathbb E_{y'\sim\mu}\bigl[P(y \succ y')\bigr],\end{gathered} \tag{13.5}$$
 #
 # where $p(y \succ \mu)$ is $y$'s probability of winning against an answer drawn from the pair distribution
 # $\mu$. By (12.6) its optimum is $\pi_{\text{ref}}(y)\,e^{p(y\succ\mu)/\tau}/Z$: $\pi_{\text{ref}}$ tilted by a *win rate*,

@@ -217,8 +217,8 @@ rl.claim("a mean $\\rho$ below 1", top_p_stats["ratio_mean"], high=0.999)
 #
 # With tokens from $\mu$, the estimator GRPO computes has expectation
 #
-# $$\mathbb E_{o\sim\mu}\Bigl[A_\mu(o)\sum_t \nabla_\theta\log\pi_\theta(o_t\mid q, o_{<t})\Bigr] \;\ne\;
-# \mathbb E_{o\sim\pi_\theta}\Bigl[A_\pi(o)\sum_t \nabla_\theta\log\pi_\theta(o_t\mid q, o_{<t})\Bigr] = g^*, \tag{14.2}$$
+# $$\begin{aligned}&\mathbb E_{o\sim\mu}\Bigl[A_\mu(o)\sum_t \nabla_\theta\log\pi_\theta(o_t\mid q, o_{<t})\Bigr]\cr
+# &\qquad\ne\; \mathbb E_{o\sim\pi_\theta}\Bigl[A_\pi(o)\sum_t \nabla_\theta\log\pi_\theta(o_t\mid q, o_{<t})\Bigr] = g^*,\end{aligned} \tag{14.2}$$
 #
 # where $A_\mu$ is centred on the sampler's mean reward, as a group of the sampler's completions centres it.
 # Importance sampling (chapter 5) removes the bias by weighting each completion by
@@ -230,8 +230,8 @@ rl.claim("a mean $\\rho$ below 1", top_p_stats["ratio_mean"], high=0.999)
 # for the token-level truncation and mask, and for the sequence-level masks, on TRL's product ratio and on
 # its geometric mean,
 #
-# $$w_t^{\text{seq}} = \rho_{\text{seq}}\,\mathbb 1[1/C \le \rho_{\text{seq}} \le C],\ \ \rho_{\text{seq}} = \textstyle\prod_t \rho_t; \qquad
-# w_t^{\text{geo}} = \bar\rho\,\mathbb 1[1/C \le \bar\rho \le C],\ \ \bar\rho = \bigl(\textstyle\prod_t\rho_t\bigr)^{1/|o|}, \tag{14.4}$$
+# $$\begin{gathered}w_t^{\text{seq}} = \rho_{\text{seq}}\,\mathbb 1[1/C \le \rho_{\text{seq}} \le C],\ \ \rho_{\text{seq}} = \textstyle\prod_t \rho_t;\cr
+# w_t^{\text{geo}} = \bar\rho\,\mathbb 1[1/C \le \bar\rho \le C],\ \ \bar\rho = \bigl(\textstyle\prod_t\rho_t\bigr)^{1/|o|},\end{gathered} \tag{14.4}$$
 #
 # and the per-token loss is multiplied by the detached $w_t$. TIS is due to Yao et al. 2025; masking outside
 # a band to IcePop (the Ring-1T report, arXiv:2510.18855); TRL implements the first three as the modes

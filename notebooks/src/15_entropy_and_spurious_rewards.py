@@ -881,9 +881,9 @@ rl.claim("pass@1 more than tripled", pk_after[:, 0].mean() / pk_before[:, 0].mea
 # reward is the unbiased estimate (8.4), $\bar R = 1 - \binom{N-c}{k}/\binom{N}{k}$, their variance
 # $\bar R(1-\bar R)$, and a sample's advantage is the mean normalised advantage of the subsets it sits in:
 #
-# $$\hat A_{\text{right}} = \frac{1-\bar R}{\sigma},\qquad
-# \hat A_{\text{wrong}} = \frac{1-\bar R-\binom{N-c-1}{k-1}\big/\binom{N-1}{k-1}}{\sigma},\qquad
-# \sigma = \sqrt{\bar R(1-\bar R)}, \tag{15.2}$$
+# $$\begin{gathered}\hat A_{\text{right}} = \frac{1-\bar R}{\sigma},\qquad
+# \hat A_{\text{wrong}} = \frac{1-\bar R-\binom{N-c-1}{k-1}\big/\binom{N-1}{k-1}}{\sigma},\cr
+# \sigma = \sqrt{\bar R(1-\bar R)},\end{gathered} \tag{15.2}$$
 #
 # since a wrong sample's subsets lack a right one with probability $\binom{N-c-1}{k-1}/\binom{N-1}{k-1}$. At
 # $k = 1$ it is the usual group advantage. The cell prints both advantages for a group of $N = 8$ at $k = 4$

@@ -570,13 +570,16 @@ _RENDERED = """async () => {
 # what is wider than the printed column (display formulas, widgets) is scaled down to fit it, instead
 # of being cut at the sheet's edge (on screen they scroll sideways)
 _FIT_TO_COLUMN = """() => {
-    let scaled = 0;
+    let scaled = 0, smallest = 1;
     const items = document.querySelectorAll('mjx-container[display="true"], .widget-subarea > .jupyter-widgets, .widget-subarea > .lm-Widget');
     for (const el of items) {
         const room = el.parentElement.clientWidth, wide = el.scrollWidth;
-        if (room > 0 && wide > room + 1) { el.style.zoom = (room / wide).toFixed(3); scaled++; }
+        if (room > 0 && wide > room + 1) {
+            el.style.zoom = (room / wide).toFixed(3); scaled++;
+            if (el.matches('mjx-container')) smallest = Math.min(smallest, room / wide);
+        }
     }
-    return scaled;
+    return {scaled: scaled, smallest_formula_scale: +smallest.toFixed(3)};
 }"""
 _A4_COLUMN_PX = 688  # the printed column: A4's 210 mm less 2 × 14 mm margins, at 96 px per inch
 
@@ -603,7 +606,8 @@ def print_pdf(html_dir: Path, pdf_path: Path, pages: list[str], chromium: str | 
         browser: a Playwright Chromium already running (a test's), used instead of launching one.
     Returns:
         ``{"path": pdf_path, "pages": printed pages, "bytes": size, "formulas": typeset formulas,
-        "scaled": formulas and widgets scaled down to fit the column, "seconds": time taken}``.
+        "scaled": formulas and widgets scaled down to fit the column, "smallest_formula_scale": the
+        smallest scale a display formula was printed at (1: none scaled), "seconds": time taken}``.
     Raises:
         ModuleNotFoundError: Playwright is not installed; FileNotFoundError: no Chromium;
         RuntimeError: the page asked for something off this machine, or a formula failed to typeset.
@@ -654,7 +658,7 @@ def print_pdf(html_dir: Path, pdf_path: Path, pages: list[str], chromium: str | 
                 rendered = page.evaluate(_RENDERED)
                 page.set_viewport_size({"width": _A4_COLUMN_PX, "height": 1000})  # lay out as printed
                 page.emulate_media(media="print")
-                rendered["scaled"] = page.evaluate(_FIT_TO_COLUMN)
+                rendered.update(page.evaluate(_FIT_TO_COLUMN))
                 pdf_path.parent.mkdir(parents=True, exist_ok=True)
                 page.pdf(path=str(pdf_path), format="A4", print_background=True, outline=True, tagged=True,
                          display_header_footer=True, header_template="<span></span>", footer_template=_FOOTER,
@@ -669,7 +673,8 @@ def print_pdf(html_dir: Path, pdf_path: Path, pages: list[str], chromium: str | 
     if rendered["raw"]:
         raise RuntimeError(f"{rendered['raw']} formulas failed to typeset (MathJax errors) in the PDF")
     return {"path": pdf_path, "pages": pdf_page_count(pdf_path), "bytes": pdf_path.stat().st_size,
-            "formulas": rendered["formulas"], "scaled": rendered["scaled"], "seconds": time.perf_counter() - start}
+            "formulas": rendered["formulas"], "scaled": rendered["scaled"],
+            "smallest_formula_scale": rendered["smallest_formula_scale"], "seconds": time.perf_counter() - start}
 
 
 def pdf_page_count(pdf_path: Path) -> int:
