@@ -387,13 +387,15 @@ def test_cli_book_pdf_prints_the_last_build_into_the_build_folder(tmp_path, monk
 
     def fake_print(html_dir, pdf_path, pages):
         calls.append((html_dir, pdf_path, pages))
-        return {"path": pdf_path, "pages": 3, "bytes": 1000, "formulas": 2, "seconds": 0.1}
+        return {"path": pdf_path, "pages": 3, "bytes": 1000, "formulas": 2, "scaled": 1, "smallest_formula_scale": 0.92,
+                "seconds": 0.1}
 
     monkeypatch.setattr(site, "print_pdf", fake_print)
     assert cli.main(["book", "--no-build", "--pdf", "--out", str(tmp_path / "b")]) == 0
     assert calls == [(html, tmp_path / "b" / site.PDF_NAME, site.toc_pages(BOOK))]
     assert site.toc_pages(BOOK) == ["intro", *CHAPTERS, "glossary", "bibliography", "where_next"]
-    assert "printed 3 pages" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "printed 3 pages" in err and "1 scaled to fit, the smallest to 92%" in err
 
 
 def test_combined_page_joins_the_pages_in_order_with_their_widget_states(tmp_path):

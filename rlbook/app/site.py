@@ -724,7 +724,9 @@ def _cmd_book(args) -> int:
             html = build_book(Path(args.out) if args.out else None)
         if args.pdf:
             printed = print_pdf(html, html.parent / PDF_NAME, toc_pages(find_book_dir()))
-            print(f"printed {printed['pages']} pages ({printed['bytes'] / 1e6:.1f} MB, {printed['formulas']} formulas) "
+            scale = printed.get("smallest_formula_scale", 1.0)
+            print(f"printed {printed['pages']} pages ({printed['bytes'] / 1e6:.1f} MB, {printed['formulas']} formulas, "
+                  f"{printed.get('scaled', 0)} scaled to fit, the smallest to {scale:.0%}) "
                   f"in {printed['seconds']:.0f} s: {printed['path']}", file=sys.stderr)
     except (FileNotFoundError, ModuleNotFoundError, KeyError, RuntimeError) as err:
         print(f"rlbook: {err}", file=sys.stderr)
