@@ -186,3 +186,36 @@ def test_a_small_chapter_counts_a_cell_silent_for_ten_minutes_as_a_lost_kernel(b
     cli.run_chapter(chapter, book / "out", "small", timeout=5)
     assert seen == [("small", 600), ("full", 3600), ("small", 5)]
     assert cli.CELL_TIMEOUT["small"] < cli.CELL_TIMEOUT["full"]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_run_and_the_chapters_after_it(book, sig):
+    """SIGTERM (a job's timeout, `kill`) or SIGINT (Ctrl-C) while a chapter runs: nbclient ends that chapter's
+    kernel, and `rlbook run` stops there with status 130, never running the chapter again (as it would a lost
+    kernel) nor the chapters after it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for p in (book / "notebooks").glob("*.ipynb"):
+        p.unlink()
+    _write(book / "notebooks" / "01_sleeps.ipynb", "import pathlib, time\npathlib.Path('started').write_text('1')\n"
+           "time.sleep(120)")
+    _write(book / "notebooks" / "02_after.ipynb", "import pathlib\npathlib.Path('second_ran').write_text('1')")
+    proc = subprocess.Popen([sys.executable, "-m", "rlbook.app.cli", "run"], cwd=book, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (book / "notebooks" / "started").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert (book / "notebooks" / "started").exists(), proc.communicate(timeout=5)
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
+    assert "stopped by a signal during chapter 01; 1 chapter(s) not run" in err
+    assert "running it again" not in err and "STOPPED" in out
+    assert not (book / "notebooks" / "second_ran").exists()

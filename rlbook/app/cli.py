@@ -47,11 +47,13 @@ CELL_TIMEOUT = {"small": 600, "full": 3600}
 def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int | None = None, attempts: int = 2) -> dict:
     """Execute one chapter with nbclient at ``size``; write it to ``out_dir``; return a result row.
 
-    The row has ``chapter, title, status ('ok' | 'FAILED'), seconds, headline, error``. A chapter whose
-    kernel died or stopped answering (no reply within ``timeout`` seconds for one cell; by default
-    ``CELL_TIMEOUT[size]``) is run again from the start, up to ``attempts`` runs in all: a lost kernel
-    message has left runs waiting on an idle kernel. A cell that raised (a failed claim or assert) is never retried: the chapters repeat exactly on
-    one machine, so a second run would fail the same way.
+    The row has ``chapter, title, status ('ok' | 'FAILED' | 'STOPPED'), seconds, headline, error``. A
+    chapter whose kernel died or stopped answering (no reply within ``timeout`` seconds for one cell; by
+    default ``CELL_TIMEOUT[size]``) is run again from the start, up to ``attempts`` runs in all: a lost
+    kernel message has left runs waiting on an idle kernel. A cell that raised (a failed claim or
+    assert) is never retried: the chapters repeat exactly on one machine, so a second run would fail
+    the same way. A run interrupted by SIGINT (Ctrl-C) or SIGTERM is 'STOPPED', never retried: nbclient
+    answers those signals by ending the kernel, which would otherwise read as a lost kernel.
     """
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -60,7 +62,7 @@ def run_chapter(chapter: Chapter, out_dir: Path, size: str, timeout: int | None 
     for attempt in range(1, attempts + 1):
         row = _run_chapter_once(chapter, out_dir, size, timeout)
         lost_kernel = isinstance(row.pop("exception"), (CellTimeoutError, DeadKernelError))
-        if not lost_kernel or attempt == attempts:
+        if not lost_kernel or attempt == attempts or row["status"] == "STOPPED":
             return row
         print(f"\nchapter {chapter.number}: {row['error'].splitlines()[0][:200]}; running it again", file=sys.stderr)
     raise ValueError(f"`attempts` must be at least 1; got {attempts}")
@@ -107,6 +109,10 @@ def _run_chapter_once(chapter: Chapter, out_dir: Path, size: str, timeout: int) 
         if previous_runs is None:
             os.environ.pop("RLBOOK_RUNS_DIR", None)
     seconds = time.perf_counter() - start
+    # nbclient ends the kernel on SIGINT or SIGTERM (its own handlers, set while it runs) and goes on; the
+    # future it leaves behind says a signal came: the reader (or a CI job's timeout) asked to stop
+    if getattr(client, "_async_cleanup_kernel_future", None) is not None:
+        status, error = "STOPPED", "stopped by a signal (SIGINT or SIGTERM)"
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / chapter.path.name)
     return dict(chapter=chapter.number, title=chapter.title, status=status, seconds=seconds,
@@ -164,10 +170,17 @@ def _cmd_run(args) -> int:
     for ch in bar:
         bar.set_postfix_str(ch.path.name)
         rows.append(run_chapter(ch, out_dir, size))
+        if rows[-1]["status"] == "STOPPED":
+            break
     bar.close()
     print()
     print(_table(rows))
     print(f"\nexecuted notebooks written to {out_dir}/")
+    if rows and rows[-1]["status"] == "STOPPED":
+        left = len(chapters) - len(rows)
+        print(f"rlbook: stopped by a signal during chapter {rows[-1]['chapter']}; {left} chapter(s) not run",
+              file=sys.stderr)
+        return 130
     failed = [r for r in rows if r["status"] != "ok"]
     for r in failed:
         print(f"\n=== chapter {r['chapter']} failed ===\n{r['error']}", file=sys.stderr)
