@@ -27,6 +27,7 @@ import torch
 
 from rlbook import _checks
 from rlbook.advantages import group_relative_advantages
+from rlbook.aggregation import _check_group_size
 
 __all__ = [
     "broadcast_to_tokens",
@@ -370,13 +371,7 @@ def gigpo_advantages(
     episode = episode.to(returns.device)
     mask = _turn_mask(turn_mask, returns)
     anchors = _integer_tensor("anchor_states", anchor_states, returns.shape).to(returns.device)
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"`group_size` must be a positive integer; got {group_size!r}")
-    if B % group_size:
-        raise ValueError(
-            f"`group_size` ({group_size}) must divide the number of episodes B = {B}; "
-            "lay episodes out as num_groups × group_size"
-        )
+    _check_group_size(group_size, B)  # a positive integer dividing B (episodes laid out group by group)
     _checks.check_in_range("step_weight", step_weight, 0.0)
     if scale not in ("std", "none"):
         raise ValueError(f"`scale` must be 'std' (F_norm = std) or 'none' (F_norm = 1); got {scale!r}")

@@ -269,6 +269,25 @@ class Trajectory:
     def num_turns(self) -> int:
         return len(self.turn_rewards)
 
+    def add_turn(self, action: list[int], step: tuple) -> bool:
+        """Append one turn: the policy's ``action`` ids (given the ids so far, recorded as this turn's
+        context) and the environment's ``step`` result ``(observation ids, reward, terminated,
+        truncated, info)``. Returns whether the environment ended the episode."""
+        observation, reward, terminated, truncated, info = step
+        observation = list(observation)
+        turn = self.num_turns
+        self.input_ids += action + observation
+        self.loss_mask += [1] * len(action) + [0] * len(observation)
+        self.turn_ids += [turn] * (len(action) + len(observation))
+        self.turn_rewards.append(float(reward))
+        self.infos.append(dict(info))
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        return bool(terminated or truncated)
+
+    def end(self) -> None:
+        """Mark the episode over: truncated unless the environment terminated it."""
+        self.truncated = self.truncated or not self.terminated
+
     @property
     def reward(self) -> float:
         """The episode's total reward (the sum of its turns')."""
@@ -302,24 +321,14 @@ def rollout(env, policy: Callable[[list[int]], list[int]], seed: int | None = No
         raise ValueError(f"`max_turns` must be None or an integer ≥ 1; got {max_turns!r}")
     ids = list(env.reset(seed))
     traj = Trajectory(input_ids=list(ids), loss_mask=[0] * len(ids), turn_ids=[-1] * len(ids))
-    turn = 0
     while True:
         traj.contexts.append(list(traj.input_ids))
         action = policy(list(traj.input_ids))
         action = action.tolist() if isinstance(action, torch.Tensor) else list(action)
         if not action:
             raise ValueError("`policy` returned no token ids for a turn")
-        observation, reward, terminated, truncated, info = env.step(action)
-        observation = list(observation)
-        traj.input_ids += action + observation
-        traj.loss_mask += [1] * len(action) + [0] * len(observation)
-        traj.turn_ids += [turn] * (len(action) + len(observation))
-        traj.turn_rewards.append(float(reward))
-        traj.infos.append(dict(info))
-        turn += 1
-        if terminated or truncated or (max_turns is not None and turn >= max_turns):
-            traj.terminated = bool(terminated)
-            traj.truncated = bool(truncated) or not terminated
+        if traj.add_turn(action, env.step(action)) or (max_turns is not None and traj.num_turns >= max_turns):
+            traj.end()
             return traj
 
 
@@ -392,7 +401,6 @@ def batch_rollouts(model, envs: Sequence, seeds: Sequence[int | None], *, max_ne
         ids = list(env.reset(seed))
         trajs.append(Trajectory(input_ids=list(ids), loss_mask=[0] * len(ids), turn_ids=[-1] * len(ids)))
     active = list(range(len(envs)))
-    turn = 0
     while active:
         contexts = [trajs[i].input_ids for i in active]
         width = max(len(c) for c in contexts)
@@ -410,20 +418,11 @@ def batch_rollouts(model, envs: Sequence, seeds: Sequence[int | None], *, max_ne
             traj = trajs[i]
             traj.contexts.append(list(traj.input_ids))
             action = out.completion_ids[row][out.completion_mask[row]].tolist()
-            observation, reward, terminated, truncated, info = envs[i].step(action)
-            observation = list(observation)
-            traj.input_ids += action + observation
-            traj.loss_mask += [1] * len(action) + [0] * len(observation)
-            traj.turn_ids += [turn] * (len(action) + len(observation))
-            traj.turn_rewards.append(float(reward))
-            traj.infos.append(dict(info))
-            if terminated or truncated or (max_turns is not None and turn + 1 >= max_turns):
-                traj.terminated = bool(terminated)
-                traj.truncated = bool(truncated) or not terminated
+            if traj.add_turn(action, envs[i].step(action)) or (max_turns is not None and traj.num_turns >= max_turns):
+                traj.end()
             else:
                 still.append(i)
         active = still
-        turn += 1
     return trajs
 
 
