@@ -619,10 +619,27 @@ def test_a_kernel_joins_its_memory_cgroup_first(tmp_path, monkeypatch):
 
     import asyncio
 
+    import threading
+
+    def run(coroutine):  # in a thread of its own: an event loop left running in this one (Playwright's sync
+        errors = []      # API, in an earlier browser test) would refuse asyncio.run
+
+        def target():
+            try:
+                asyncio.run(coroutine)
+            except BaseException as e:  # noqa: BLE001 - re-raised below
+                errors.append(e)
+
+        worker = threading.Thread(target=target)
+        worker.start()
+        worker.join()
+        if errors:
+            raise errors[0]
+
     km = G.SandboxedKernelManager(sandbox=NoSandbox(total_memory_mb=1234))
     monkeypatch.setattr(type(km), "kernel_spec", type("Spec", (), {"interrupt_mode": "signal"})())
     monkeypatch.setattr(G.AsyncKernelManager, "_async_cleanup_resources", lambda self, restart=False: asyncio.sleep(0))
-    asyncio.run(km._async_launch_kernel(["python"], cwd=str(tmp_path), env={}))
+    run(km._async_launch_kernel(["python"], cwd=str(tmp_path), env={}))
     assert launched["cmd"] == ["JOIN", "SANDBOX", "python"] and made == [1234]
-    asyncio.run(km._async_cleanup_resources())
+    run(km._async_cleanup_resources())
     assert made == [1234, "removed"]
