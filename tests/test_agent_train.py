@@ -164,7 +164,9 @@ def test_evaluate_agent_reports_accuracy_and_tool_use():
 
 
 @pytest.mark.parametrize("field,value", [("group_size", 1), ("lr", 0.0), ("clip_eps_low", 0.0), ("num_steps", 0),
-                                         ("loss_aggregation", "sum"), ("temperature", -1.0)])
+                                         ("loss_aggregation", "sum"), ("temperature", -1.0), ("clip_eps_low", 1.5),
+                                         ("clip_eps_low", "0.2"), ("clip_eps_high", "x"), ("clip_eps_high", 0.0),
+                                         ("clip_eps_high", float("inf")), ("clip_eps_high", True)])
 def test_bad_config_fields_name_themselves(field, value):
     with pytest.raises(ValueError, match=field):
         AgentGRPOConfig(**{field: value})

@@ -146,10 +146,11 @@ class AgentGRPOConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"`{name}` must be a finite number > 0; got {value!r}")
-        for name in ("clip_eps_low", "clip_eps_high"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0 < value <= 1 if name == "clip_eps_low" else 0 < value):
-                raise ValueError(f"`{name}` must be in (0, 1] for clip_eps_low, > 0 for clip_eps_high; got {value!r}")
+        low, high = self.clip_eps_low, self.clip_eps_high
+        if isinstance(low, bool) or not isinstance(low, (int, float)) or not 0 < low <= 1:
+            raise ValueError(f"`clip_eps_low` must be a number in (0, 1]; got {low!r}")
+        if isinstance(high, bool) or not isinstance(high, (int, float)) or not (math.isfinite(high) and high > 0):
+            raise ValueError(f"`clip_eps_high` must be a finite number > 0; got {high!r}")
         if self.loss_aggregation not in ("token_mean", "seq_mean_token_mean"):
             raise ValueError(f"`loss_aggregation` must be 'token_mean' or 'seq_mean_token_mean'; got "
                              f"{self.loss_aggregation!r}")
