@@ -23,6 +23,7 @@ from pathlib import Path
 
 from rlbook.app.chapters import PACKAGE_ROOT, Chapter, find_notebooks_dir, list_chapters
 from rlbook.app.headline import HEADLINE_MARK
+from rlbook.app.run_record import RECORD_KEY, run_record
 from rlbook.config import SIZES
 
 __all__ = ["Chapter", "find_notebooks_dir", "list_chapters", "run_chapter", "main"]
@@ -113,10 +114,24 @@ def _run_chapter_once(chapter: Chapter, out_dir: Path, size: str, timeout: int) 
     # future it leaves behind says a signal came: the reader (or a CI job's timeout) asked to stop
     if getattr(client, "_async_cleanup_kernel_future", None) is not None:
         status, error = "STOPPED", "stopped by a signal (SIGINT or SIGTERM)"
+    # what ran, where and how: pytest's notebook check compares the stored outputs with this execution
+    # rather than making another when the record matches the present state (rlbook.app.run_record)
+    nb.metadata[RECORD_KEY] = run_record(nb, size=size, device=_kernel_device(), status=status)
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / chapter.path.name)
     return dict(chapter=chapter.number, title=chapter.title, status=status, seconds=seconds,
                 headline=_headline(nb), error=error, exception=exception)
+
+
+def _kernel_device() -> str:
+    """The device a chapter's kernel picks (it inherits this process's environment): ``"cpu"``, ``"cuda"``,
+    ``"cuda:N"``; ``"unknown"`` if ``$RLBOOK_DEVICE`` is unusable (the chapter then failed on it too)."""
+    from rlbook.config import get_device
+
+    try:
+        return str(get_device())
+    except ValueError:
+        return "unknown"
 
 
 def _table(rows: list[dict]) -> str:
