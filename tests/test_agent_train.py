@@ -20,6 +20,7 @@ from rlbook.algos.agent import (
     episode_log_probs,
     evaluate_agent,
     multiturn_sft,
+    train_agent_grpo,
 )
 from rlbook.envs.text import (
     TOOL_ALPHABET,
@@ -170,3 +171,26 @@ def test_evaluate_agent_reports_accuracy_and_tool_use():
 def test_bad_config_fields_name_themselves(field, value):
     with pytest.raises(ValueError, match=field):
         AgentGRPOConfig(**{field: value})
+
+
+class NoRewardEnv(SevensEnv):
+    """SevensEnv whose answers never earn anything: every group has zero reward variance."""
+
+    def step(self, action_ids):
+        observation, _, terminated, truncated, info = super().step(action_ids)
+        return observation, 0.0, terminated, truncated, info
+
+
+def test_groups_without_reward_variance_leave_the_policy_exactly_unchanged():
+    """Chapter 16's useless tool on 4-digit problems: no episode is ever rewarded, every advantage (16.2) is 0,
+    and AdamW (no weight decay) takes no step at all, however many, so the trained policy evaluates exactly as its
+    start. With rewards that differ, the same steps move it (the test can fail)."""
+    config = AgentGRPOConfig(group_size=4, prompts_per_step=2, num_steps=5, max_new_tokens=5, lr=0.05)
+    for env, moved in ((NoRewardEnv, False), (SevensEnv, True)):
+        model = tiny(seed=3)
+        start = copy.deepcopy(model.state_dict())
+        history = train_agent_grpo(model, env, config, progress=False)
+        same = all(torch.equal(start[k], v) for k, v in model.state_dict().items())
+        assert same is not moved, env.__name__
+        if not moved:
+            assert all(h["zero_variance_groups"] == 1.0 and h["loss"] == 0.0 for h in history)

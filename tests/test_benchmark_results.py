@@ -353,3 +353,32 @@ def test_dpo_vs_rl_reward_model_curve_and_pair_ceiling_are_consistent():
     assert ceiling < 1
     for method in ("offline_dpo", "online_dpo", "rl_reward_model"):
         assert np.mean([r["results"][method]["preference_accuracy"] for r in saved["runs"]]) < ceiling, method
+
+
+def test_agent_tool_use_keeps_every_paired_seed_and_its_table_follows_from_them():
+    """Chapter 16 compares from the per-seed runs: every condition on the same ten or more seeds, rates in [0, 1],
+    the stored table recomputed from the runs, GRPO curves one value per step; and with the useless tool on
+    4-digit problems, on every seed where no training episode was rewarded, every group had zero variance and the
+    model evaluates exactly as its start, which is what GRPO must do with no advantage (tests/test_agent_train.py proves it on a small model).
+    Chapter 16 reads both: the seeds on which no training episode was rewarded, and the others."""
+    saved = rl.benchmark_results("agent_tool_use")
+    seeds, conditions = saved["seeds"], saved["conditions"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
+    assert saved["command"].startswith("python benchmarks/agent_tool_use.py") and "--save" in saved["command"]
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
+    rates = ("sampled", "greedy", "call_frequency", "digit_accuracy", "sampled_useless")
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for key in rates:
+            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
+            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
+        if "_grpo_" in c:
+            for key in ("train_reward", "train_call_frequency", "zero_variance_groups"):
+                assert all(len(r[key]) == saved["grpo"]["num_steps"] for r in runs), (c, key)
+    silent = 0
+    for useless, start in zip(by["mixed_grpo_useless"], by["mixed_sft"]):
+        if set(useless["train_reward"]) == {0.0}:
+            silent += 1
+            assert set(useless["zero_variance_groups"]) == {1.0}
+            assert all(useless[k] == start[k] for k in rates), useless["seed"]
+    assert silent >= 1  # the property is exercised
