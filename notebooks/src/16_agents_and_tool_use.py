@@ -534,7 +534,8 @@ rl.claim("have a log-ratio of exactly 0", np.abs(log_ratios[~called]).max(), 0.0
 # and it is given to every *model* token of episode $b$; the clipped surrogate of chapter 7 is averaged over
 # the model tokens of the batch (DAPO's token mean, taken over actions):
 #
-# $$L(\theta) = -\frac{1}{\sum_{b,t} m_{b,t}} \sum_{b,t} m_{b,t}\, \min\bigl(\rho_{b,t}\hat A_b,\ \operatorname{clip}(\rho_{b,t}, 1-\varepsilon_{\text{low}}, 1+\varepsilon_{\text{high}})\,\hat A_b\bigr). \tag{16.3}$$
+# $$\begin{aligned}L(\theta) &= -\frac{1}{M}\sum_{b,t} m_{b,t}\,\ell_{b,t}, \qquad M = \sum_{b,t} m_{b,t},\cr
+#   \ell_{b,t} &= \min\bigl(\rho_{b,t}\hat A_b,\ \operatorname{clip}(\rho_{b,t}, 1-\varepsilon_{\text{low}}, 1+\varepsilon_{\text{high}})\,\hat A_b\bigr).\end{aligned} \tag{16.3}$$
 #
 # The environment's tokens are in every forward pass, as context, and nowhere in the loss. That is all of
 # `rl.agent_grpo_step`; `rl.train_agent_grpo` repeats it on fresh problems. (Giving every turn of an
