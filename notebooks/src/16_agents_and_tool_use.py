@@ -576,19 +576,19 @@ print("share of groups with all rewards equal, over the run:", {k: round(v, 3) f
 #
 # * **With the calculator**, masked GRPO raised the sampled accuracy by about a third of the problems
 #   (the interval in the table), and the greedy accuracy too, by raising the call frequency to 0.97: the
-#   sampled policy calls within five steps on every seed (the figure). Nothing new was learned about
-#   arithmetic; what RL changed is *whether to call*, a choice the warm-up had left open. That is the
-#   behaviour RL can reach at this scale (chapter 15): it moves probability between things the policy
-#   already does.
+#   sampled policy calls on nine episodes in ten or more within five steps on every seed (the figure). What
+#   RL changed is *whether to call*, a choice the warm-up had left open; with the calculator broken, the
+#   trained policy still solves nothing (§16.6). That is the kind of change RL makes at this scale (chapter
+#   15): it moves probability between things the policy already does.
 # * **With the useless tool on 4-digit problems**, on eight of the ten seeds not one of the 6,400 training
 #   episodes was rewarded: an answer written at once is never right, and a call returns nothing. Every group
 #   had zero variance, every advantage (16.2) was zero, and the policy evaluates exactly as its start (a test
 #   checks that GRPO takes no step at all then). On the other two seeds a direct answer was right in one or
 #   two steps, and that was enough for the policy to stop calling altogether: in a group where one episode
 #   of eight succeeds, (16.2) gives it an advantage of $\sqrt 7 \approx 2.6$ while the batch's other groups
-#   give nothing, so that single success sets the direction of the whole step, and Adam's momentum carries
-#   it on for steps after. The policy learned to skip the tool from one lucky answer, and gained nothing by
-#   it.
+#   give nothing, so that single success sets the direction of the whole step; and Adam's momentum keeps
+#   moving the weights that way for the steps after, which bring no gradient. The policy learned to skip the
+#   tool from one lucky answer, and lost with it every success the tool had brought.
 # * **On 2-digit problems**, where an answer written at once is right now and then, the useless tool is
 #   abandoned on every seed, within 16 steps, and the calculator adopted. This is the experiment that shows
 #   the call frequency responding to what the tool is worth, and it needs a task where not calling is
