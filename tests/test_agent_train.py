@@ -20,6 +20,7 @@ from rlbook.algos.agent import (
     episode_log_probs,
     episode_token_advantages,
     evaluate_agent,
+    filter_groups,
     multiturn_sft,
     train_agent_grpo,
 )
@@ -358,3 +359,85 @@ def test_the_truncated_importance_weight_reweights_model_tokens_only():
 def test_bad_asynchronous_settings_name_themselves(field, value):
     with pytest.raises(ValueError, match=field):
         AgentGRPOConfig(**{field: value})
+
+
+# ----------------------------------------------------------------------------- StarPO-S's rollout filter (chapter 17)
+
+
+def test_the_filter_keeps_exactly_the_groups_with_the_largest_spread_by_enumeration():
+    """Every 0/1 reward table of 3 groups of 3 episodes, every ratio: the kept groups are int(p × P) of them, none
+    kept has a smaller spread than one dropped, and on ties the earlier group is kept."""
+    import itertools
+
+    for bits in itertools.product((0.0, 1.0), repeat=9):
+        table = torch.tensor(bits).reshape(3, 3)
+        spread = table.std(dim=1)
+        for ratio in (1 / 3, 0.5, 2 / 3, 1.0):
+            keep = filter_groups(table, ratio)
+            assert int(keep.sum()) == int(ratio * 3)
+            for i, j in itertools.product(range(3), repeat=2):
+                if keep[i] and not keep[j]:
+                    assert spread[i] > spread[j] or (spread[i] == spread[j] and i < j), (bits, ratio)
+
+
+@pytest.mark.parametrize("kwargs,match", [({"rollout_filter_ratio": 0.0}, "rollout_filter_ratio"),
+                                          ({"rollout_filter_ratio": 1.5}, "rollout_filter_ratio"),
+                                          ({"rollout_filter_ratio": True}, "rollout_filter_ratio"),
+                                          ({"rollout_filter_ratio": 0.1}, "keeps int"),
+                                          ({"group_rewards": torch.zeros(4)}, "group_rewards")])
+def test_the_filter_names_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        filter_groups(**{"group_rewards": torch.zeros(4, 2), "rollout_filter_ratio": 0.5, **kwargs})
+
+
+@pytest.mark.parametrize("value", [0.0, 1.01, "0.5", True, 0.1])
+def test_a_bad_filter_ratio_names_itself_in_the_config(value):
+    with pytest.raises(ValueError, match="rollout_filter_ratio"):
+        AgentGRPOConfig(prompts_per_step=4, rollout_filter_ratio=value)
+
+
+def test_the_filtered_step_is_the_masked_policy_gradient_on_the_kept_groups_only():
+    """One SGD step with p = 0.5: the update equals the hand-computed masked policy gradient over the episodes of
+    the 2 groups (of 4) with the largest reward spread, the token mean counting their tokens only; a step that
+    kept every group, or masked the dropped groups but still counted their tokens, would not match."""
+    config = AgentGRPOConfig(group_size=4, prompts_per_step=4, max_new_tokens=5, lr=0.5, rollout_filter_ratio=0.5)
+    model, reference = tiny(seed=2), tiny(seed=2)
+    gen, ref_gen = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    metrics = agent_grpo_step(model, torch.optim.SGD(model.parameters(), lr=0.5), SevensEnv, [0, 1, 2, 3], config,
+                              gen)
+    trajs = batch_rollouts(reference, [SevensEnv() for _ in range(16)], [0] * 16, max_new_tokens=5, generator=ref_gen)
+    batch = collate_trajectories(trajs)
+    spread = batch["rewards"].reshape(4, 4).std(dim=1)
+    kept = torch.argsort(-spread, stable=True)[:2]
+    dropped = [g for g in range(4) if g not in kept.tolist()]
+    assert min(spread[dropped]) > 0, "a dropped group must carry signal, or dropping it changes nothing"
+    rows = torch.cat([torch.arange(4 * int(g), 4 * int(g) + 4) for g in sorted(kept.tolist())])
+    adv = episode_token_advantages(trajs, 4)[:, 1:][rows]
+    log_probs = episode_log_probs(reference, batch["input_ids"][rows], batch["attention_mask"][rows])
+    mask = batch["loss_mask"][:, 1:][rows].float()
+    _assert_one_sgd_step_matches(model, reference, -(adv * log_probs * mask).sum() / mask.sum(), lr=0.5)
+    assert metrics["kept_groups"] == 2 and metrics["model_tokens"] == int(mask.sum())
+    torch.testing.assert_close(metrics["reward_std"], float(spread.mean()))
+    torch.testing.assert_close(metrics["kept_reward_std"], float(spread[kept].mean()))
+
+
+def test_the_steps_entropy_and_gradient_norm_are_those_computed_by_hand():
+    """The step's ``entropy`` is the mean next-token entropy over every sampled episode's model tokens, and its
+    ``grad_norm`` the L2 norm of the loss's gradient, both recomputed here from the same episodes."""
+    config = AgentGRPOConfig(group_size=4, prompts_per_step=2, max_new_tokens=5, lr=0.5)
+    model, reference = tiny(seed=1), tiny(seed=1)
+    gen, ref_gen = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    metrics = agent_grpo_step(model, torch.optim.SGD(model.parameters(), lr=0.5), SevensEnv, [0, 1], config, gen)
+    trajs = batch_rollouts(reference, [SevensEnv() for _ in range(8)], [0] * 8, max_new_tokens=5, generator=ref_gen)
+    batch = collate_trajectories(trajs)
+    logits = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"].long()).logits[:, :-1]
+    probs = torch.softmax(logits.float(), dim=-1)
+    entropy = -(probs * torch.log(probs)).sum(-1).detach()
+    mask = batch["loss_mask"][:, 1:].float()
+    torch.testing.assert_close(metrics["entropy"], float((entropy * mask).sum() / mask.sum()), rtol=1e-5, atol=1e-6)
+    adv = episode_token_advantages(trajs, 4)[:, 1:]
+    log_probs = episode_log_probs(reference, batch["input_ids"], batch["attention_mask"])
+    grads = torch.autograd.grad(-(adv * log_probs * mask).sum() / mask.sum(), list(reference.parameters()))
+    norm = float(torch.sqrt(sum((g ** 2).sum() for g in grads)))
+    assert norm > 0
+    torch.testing.assert_close(metrics["grad_norm"], norm, rtol=1e-4, atol=1e-7)

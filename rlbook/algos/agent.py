@@ -27,13 +27,14 @@ __all__ = [
     "agent_grpo_step",
     "episode_log_probs",
     "evaluate_agent",
+    "filter_groups",
     "multiturn_sft",
     "train_agent_grpo",
 ]
 
 
 def episode_log_probs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      temperature: float = 1.0) -> torch.Tensor:
+                      temperature: float = 1.0, return_entropy: bool = False):
     """log π_θ of every token after the first, given all the tokens before it (one forward pass).
 
     log_probs[b, t] = log softmax(logits(input_ids[b, ≤ t]) / τ)[input_ids[b, t + 1]]
@@ -43,8 +44,10 @@ def episode_log_probs(model, input_ids: torch.Tensor, attention_mask: torch.Tens
         input_ids: (B, T) long.
         attention_mask: (B, T) bool or 0/1, False on padding.
         temperature: τ > 0 the tokens were sampled at.
+        return_entropy: also return the entropy of each position's next-token distribution at τ.
     Returns:
-        (B, T − 1) float32 log-probabilities, nats, with grad (position t scores token t + 1).
+        (B, T − 1) float32 log-probabilities, nats, with grad (position t scores token t + 1); with
+        ``return_entropy``, the pair (log-probabilities, (B, T − 1) entropies in nats, detached).
     Raises:
         ValueError: shapes that do not line up, T < 2, or τ ≤ 0.
     """
@@ -57,7 +60,13 @@ def episode_log_probs(model, input_ids: torch.Tensor, attention_mask: torch.Tens
         raise ValueError(f"`temperature` must be a finite number > 0; got {temperature!r}")
     device = next(model.parameters()).device
     logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device).long()).logits
-    return token_log_probs(logits[:, :-1].float() / temperature, input_ids[:, 1:].to(device))
+    scaled = logits[:, :-1].float() / temperature
+    log_probs = token_log_probs(scaled, input_ids[:, 1:].to(device))
+    if return_entropy:
+        from rlbook.losses import entropy_from_logits
+
+        return log_probs, entropy_from_logits(scaled.detach())
+    return log_probs
 
 
 def multiturn_sft(model, trajectories: Sequence, num_steps: int, batch_size: int = 32, lr: float = 3e-3,
@@ -144,6 +153,11 @@ class AgentGRPOConfig:
             ``rl.IS_CORRECTION_MODES`` ("none": uncorrected; "token_truncate": TIS, w = min(π_θ/π_sampler, C),
             chapter 14), applied to the model's tokens only (the tools' tokens have no ratio).
         is_cap: C ≥ 1 of the correction.
+        rollout_filter_ratio: p in (0, 1], the share of each step's groups the loss keeps: the int(p × P)
+            groups with the largest in-group reward standard deviation (ties: the earlier group), the others
+            dropped from the batch before the loss (so ``token_mean`` counts the kept groups' tokens only):
+            RAGEN's uncertainty-based rollout filter, part of StarPO-S (Wang et al. 2025, arXiv:2504.20073,
+            §4.1; p = 0.25 there). 1: every group.
         seed: seeds the sampling generator and the problems.
     """
 
@@ -163,6 +177,7 @@ class AgentGRPOConfig:
     staleness: int = 0
     is_correction: str = "none"
     is_cap: float = 2.0
+    rollout_filter_ratio: float = 1.0
     seed: int = 0
 
     def __post_init__(self):
@@ -195,6 +210,12 @@ class AgentGRPOConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     math.isfinite(value) and low <= value <= high):
                 raise ValueError(f"`{name}` must be a number in [{low}, {high}]; got {value!r}")
+        ratio = self.rollout_filter_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            raise ValueError(f"`rollout_filter_ratio` must be a number in (0, 1]; got {ratio!r}")
+        if int(ratio * self.prompts_per_step) < 1:
+            raise ValueError(f"`rollout_filter_ratio` × `prompts_per_step` must keep at least one group; got "
+                             f"int({ratio!r} × {self.prompts_per_step}) = 0")
 
 
 def episode_token_advantages(trajectories: Sequence, group_size: int, credit: str = "broadcast",
@@ -289,7 +310,12 @@ def agent_grpo_step(model, optimizer, make_env: Callable[[], object], problem_se
     Returns:
         The step's metrics: reward, call_frequency, calls_per_episode, failure_frequency,
         malformed_frequency, turns_per_episode, truncated_frequency (episode means), loss,
-        clip_fraction, zero_variance_groups (share of groups with all-equal rewards), model_tokens.
+        clip_fraction, zero_variance_groups (share of groups with all-equal rewards), model_tokens (in the
+        loss), reward_std (the mean over groups of the in-group reward standard deviation, unbiased),
+        kept_groups and kept_reward_std (the groups ``config.rollout_filter_ratio`` keeps, and their mean
+        standard deviation), entropy (the mean next-token entropy at τ, nats, over the model tokens of every
+        sampled episode, under the weights that sampled them when on-policy) and grad_norm (the L2 norm of the
+        first optimiser step's gradient, before the step).
     Raises:
         ValueError: no problem seeds.
     """
@@ -308,40 +334,90 @@ def agent_grpo_step(model, optimizer, make_env: Callable[[], object], problem_se
     batch = collate_trajectories(trajs, pad_token_id=pad)
     rewards = batch["rewards"]
     advantages = episode_token_advantages(trajs, G, config.credit, config.gamma, config.step_weight)[:, 1:]
-    mask = batch["loss_mask"][:, 1:]
+    full_mask = batch["loss_mask"][:, 1:]
     device = next(model.parameters()).device
-    mask, advantages = mask.to(device), advantages.to(device)
+    grouped = rewards.reshape(-1, G)
+    group_std = grouped.std(dim=1) if G > 1 else torch.zeros(grouped.shape[0])
+    keep = filter_groups(grouped, config.rollout_filter_ratio).repeat_interleave(G)  # rows of the kept groups
+    mask, advantages = full_mask[keep].to(device), advantages[keep].to(device)
     sampler_log_probs = None
     if sampler is not None:
         with torch.no_grad():
             sampler.eval()
-            sampler_log_probs = episode_log_probs(sampler, batch["input_ids"], batch["attention_mask"],
+            sampler_log_probs = episode_log_probs(sampler, batch["input_ids"][keep], batch["attention_mask"][keep],
                                                   config.temperature).to(device)
     old = None
-    clip_fraction = 0.0
+    clip_fraction = entropy = grad_norm = 0.0
     loss = torch.zeros(())
     model.train()
     for _ in range(config.epochs_per_batch):
-        log_probs = episode_log_probs(model, batch["input_ids"], batch["attention_mask"], config.temperature)
-        if old is None:
+        log_probs, token_entropy = episode_log_probs(model, batch["input_ids"], batch["attention_mask"],
+                                                     config.temperature, return_entropy=True)
+        log_probs = log_probs[keep]
+        if old is None:  # the first epoch: the policy that sampled (on-policy) scores every sampled episode
             old = log_probs.detach()
+            full = full_mask.to(device)
+            entropy = float((token_entropy * full).sum() / full.sum().clamp(min=1))
         optimizer.zero_grad(set_to_none=True)
         loss, _ = grpo_microbatch_train_step(log_probs, mask, 1, "grpo_clip", advantages=advantages,
                                                 old_log_probs=old, cliprange=(config.clip_eps_low, config.clip_eps_high),
                                                 aggregation=config.loss_aggregation, sampler_log_probs=sampler_log_probs,
                                                 is_correction=config.is_correction if sampler is not None else "none",
                                                 is_cap=config.is_cap)
+        if not grad_norm:
+            grads = [p.grad.detach().norm() for p in model.parameters() if p.grad is not None]
+            grad_norm = float(torch.stack(grads).norm()) if grads else 0.0
         optimizer.step()
         ratio = torch.exp(log_probs.detach() - old)
         clipped = ((ratio < 1 - config.clip_eps_low) & (advantages < 0)) | (
             (ratio > 1 + config.clip_eps_high) & (advantages > 0))
         clip_fraction = float((clipped & mask).sum() / mask.sum().clamp(min=1))
     model.eval()
-    grouped = rewards.reshape(-1, G)
     out = _episode_metrics(trajs)
+    kept_groups = keep.reshape(-1, G)[:, 0]
     out.update(loss=float(loss.detach()), clip_fraction=clip_fraction, model_tokens=int(mask.sum()),
-               zero_variance_groups=float((grouped == grouped[:, :1]).all(dim=1).float().mean()))
+               zero_variance_groups=float((grouped == grouped[:, :1]).all(dim=1).float().mean()),
+               reward_std=float(group_std.mean()), kept_reward_std=float(group_std[kept_groups].mean()),
+               kept_groups=int(kept_groups.sum()), entropy=entropy, grad_norm=grad_norm)
     return out
+
+
+def filter_groups(group_rewards: torch.Tensor, rollout_filter_ratio: float = 1.0) -> torch.Tensor:
+    """Which groups an uncertainty-based rollout filter keeps: the int(p × P) with the largest reward spread.
+
+    StarPO-S's filter (RAGEN): a group whose G episodes all earned the same reward has zero advantage under
+    GRPO and teaches nothing; a group with a large in-group standard deviation is where the policy is still
+    uncertain. The filter ranks the P groups by their in-group (unbiased) standard deviation and keeps the
+    top int(p × P); ties go to the earlier group, so the choice repeats exactly.
+
+    Args:
+        group_rewards: (P, G) episode rewards, one row per group (G ≥ 1).
+        rollout_filter_ratio: p in (0, 1]; 1 keeps every group.
+    Returns:
+        (P,) bool, True on the kept groups (exactly int(p × P) of them).
+    Raises:
+        ValueError: ``group_rewards`` not 2-d or empty, p outside (0, 1], or int(p × P) = 0.
+
+    Source: Wang et al. 2025 (RAGEN), arXiv:2504.20073, §4.1 (StarPO-S, "uncertainty-based filtering");
+    RAGEN's ``ragen/trainer/agent_trainer.py``, ``_filter_rollout`` (``in_group_std.topk``).
+    """
+    if not isinstance(group_rewards, torch.Tensor) or group_rewards.dim() != 2 or group_rewards.numel() == 0:
+        raise ValueError(f"`group_rewards` must be a non-empty (P, G) tensor; got "
+                         f"{getattr(group_rewards, 'shape', type(group_rewards).__name__)}")
+    ratio = rollout_filter_ratio
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ValueError(f"`rollout_filter_ratio` must be a number in (0, 1]; got {ratio!r}")
+    P, G = group_rewards.shape
+    n = int(ratio * P)
+    if n < 1:
+        raise ValueError(f"`rollout_filter_ratio` keeps int({ratio!r} × {P}) = 0 of the {P} groups")
+    keep = torch.zeros(P, dtype=torch.bool)
+    if n == P:
+        return keep.fill_(True)
+    spread = group_rewards.double().std(dim=1) if G > 1 else torch.zeros(P, dtype=torch.float64)
+    order = torch.sort(-spread, stable=True).indices  # descending spread, the earlier group first on ties
+    keep[order[:n]] = True
+    return keep
 
 
 def train_agent_grpo(model, make_env: Callable[[], object], config: AgentGRPOConfig, progress: bool = True,
