@@ -439,3 +439,34 @@ def test_agent_staleness_keeps_every_paired_seed_and_its_fresh_runs_are_the_broa
         for fresh in by["fresh"]:
             if fresh["seed"] in broadcast:
                 assert all(fresh[k] == broadcast[fresh["seed"]][k] for k in rates + ("train_reward",)), fresh["seed"]
+
+
+def test_agent_echo_trap_keeps_every_paired_seed_and_its_first_hundred_steps_are_the_broadcast_runs():
+    """Chapter 17's Echo Trap experiment: every condition on the same ten or more seeds, rates in [0, 1], the stored
+    table recomputed from the runs, one value per step of every trace; its ``onepass`` condition is agent_credit's
+    ``broadcast`` run for twice the steps, so (same torch and machine) its first 100 steps are that run's, reward
+    for reward; the filter kept its share of groups (a filtered step's traces differ from the unfiltered one's)."""
+    saved = rl.benchmark_results("agent_echo_trap")
+    seeds, conditions = saved["seeds"], saved["conditions"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
+    assert saved["command"].startswith("python benchmarks/agent_echo_trap.py") and "--save" in saved["command"]
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
+    rates = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for key in rates:
+            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
+            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
+        for key in ("reward", "reward_std", "entropy", "grad_norm", "call_frequency", "malformed_frequency",
+                    "zero_variance_groups"):
+            assert all(len(r[f"train_{key}"]) == saved["echo"][c]["num_steps"] for r in runs), (c, key)
+        assert all(min(r["train_grad_norm"]) >= 0 and min(r["train_entropy"]) >= 0 for r in runs), c
+    assert saved["echo"]["reuse4_filter"]["rollout_filter_ratio"] == 0.25
+    assert saved["echo"]["onepass"] == {"num_steps": 200}
+    credit = rl.benchmark_results("agent_credit")
+    if credit["torch"] == saved["torch"] and credit["machine"] == saved["machine"]:
+        broadcast = {r["seed"]: r for r in credit["runs"] if r["condition"] == "broadcast"}
+        for run in by["onepass"]:
+            if run["seed"] in broadcast:
+                first = broadcast[run["seed"]]["train_reward"]
+                assert run["train_reward"][:len(first)] == first, run["seed"]
