@@ -25,6 +25,8 @@
 #   compares it with the turns taken from the same state;
 # * train on episodes sampled by a policy some steps old, as asynchronous trainers do, correct for it on the
 #   model's tokens only, and measure what the lag costs;
+# * reproduce a training collapse of the Echo Trap's kind by reusing each batch, and measure what RAGEN's
+#   uncertainty filter does to it;
 # * name each piece in the agent frameworks, and run the book's environment through TRL's own loop.
 #
 # **Prerequisites.** Chapter 16 (the environment on token ids, the loss mask, masked GRPO on episodes);
@@ -141,7 +143,7 @@ for name, ep in zip(PLANS, group):
 # Episode A's call earns half its answer's return per turn, and under the per-token discount its first token
 # earns less than half its last, because the calculator's answer sits between them. A per-token discount
 # therefore charges the model for the length of the *tool's* output; a per-turn one charges it for the
-# number of decisions. The agent frameworks discount per token when they discount at all (for GAE; §17.6),
+# number of decisions. The agent frameworks discount per token when they discount at all (for GAE; §17.7),
 # and the methods built for agents, GEM's and GiGPO's, per turn.
 
 # %%
@@ -494,7 +496,7 @@ fig.tight_layout()
 # An agent's episodes are slow to sample: the model waits for each tool, and one long episode holds up its
 # whole batch. So the frameworks sample *asynchronously*: rollout workers keep generating with the weights
 # they have while the learner trains, and the learner takes episodes that a policy some steps old produced.
-# Each bounds the lag, in its own units (§17.6 gives the sources): TRL's experimental asynchronous GRPO by
+# Each bounds the lag, in its own units (§17.7 gives the sources): TRL's experimental asynchronous GRPO by
 # `max_staleness` (4 policy versions by default), SkyRL by `max_staleness_steps` (4), prime-rl, asynchronous
 # by default, by `max_off_policy_steps` (8); verl's experimental fully asynchronous trainer by
 # `staleness_threshold`, a share of stale samples (0.1); OpenRLHF by the length of its rollout queue,
@@ -619,7 +621,208 @@ for ax in axes:
 fig.tight_layout()
 
 # %% [markdown]
-# ## 17.6 Where this goes at scale
+# ## 17.6 The Echo Trap, and a filter that keeps the groups still in doubt
+#
+# Agent training runs have a way of failing that looks like success first. Wang et al. (2025, arXiv:2504.20073,
+# RAGEN) trained agents on multi-turn games with PPO and GRPO and saw the reward rise and then collapse for
+# good. Before the collapse the spread of the rewards within a group and the policy's entropy fell, and the
+# gradient norm spiked. They named it the *Echo Trap*: the policy settles on a few patterns that were once
+# rewarded and stops trying anything else. Their stabilised variant, StarPO-S, makes three changes: it drops the
+# KL penalty, decouples the two clip bounds ($\epsilon_{\text{low}} < \epsilon_{\text{high}}$, chapter 10) and
+# adds an *uncertainty filter*. The filter ranks a step's $P$ groups by the standard deviation of their $G$
+# rewards and keeps the top $\operatorname{int}(p\,P)$ of them, with $p = 0.25$ in the paper; the other groups
+# leave the batch before the loss (`rollout_filter_ratio` = $p$ of `AgentGRPOConfig`, `rl.filter_groups`;
+# RAGEN's own code is `_filter_rollout` in `ragen/trainer/agent_trainer.py`). The book's trainer has no KL
+# penalty to remove, so the filter is the piece to test.
+#
+# Why the spread? Under GRPO's normalisation (17.1) a group with no spread in its rewards (every episode solved
+# the problem, or none did) has advantage 0 on every token and teaches nothing, and a group with one failure
+# among eight gives the failure $-\sqrt{7} \approx -2.65$ and each success $+1/\sqrt{7}$. Once the policy is
+# good, nearly every group is of the first kind, and the few of the second kind set the whole step. The filter
+# keeps the groups with the most spread, and because the loss is a mean over the kept groups' tokens
+# (`token_mean`), their tokens are no longer diluted by the tokens of the groups that teach nothing.
+#
+# The cell checks the two advantages and applies the filter to one step's batch, eight problems and eight
+# episodes each, sampled by the warmed-up policy of §17.4 and by §17.5's on-policy run after 100 steps.
+
+# %%
+lone = rl.group_relative_advantages(torch.tensor([1.0] * 7 + [0.0]), 8)
+print(f"one failure among eight: the failure gets {lone[-1]:+.3f}, each success {lone[0]:+.3f}")
+torch.testing.assert_close(lone[-1], torch.tensor(-7 ** 0.5), atol=1e-5, rtol=0)
+torch.testing.assert_close(lone[0], torch.tensor(7 ** -0.5), atol=1e-5, rtol=0)
+FILTER = 0.25
+filter_seeds = [1_000_000 + j for j in range(GRPO["prompts_per_step"]) for _ in range(GRPO["group_size"])]
+for name, policy in (("warmed up", warm), ("fresh, 100 steps", trained["fresh"])):
+    episodes = batch_rollouts(policy, [make_env()() for _ in filter_seeds], filter_seeds,
+                              generator=torch.Generator().manual_seed(5))
+    group_rewards = collate_trajectories(episodes)["rewards"].reshape(GRPO["prompts_per_step"], GRPO["group_size"])
+    kept = rl.filter_groups(group_rewards, FILTER)
+    spread = group_rewards.std(dim=1)
+    print(f"{name:>16}: group means {group_rewards.mean(dim=1).numpy().round(2)}, spreads {spread.numpy().round(2)}; "
+          f"keeps groups {kept.nonzero().flatten().tolist()}; {int((spread == 0).sum())} of {len(spread)} groups teach nothing")
+
+# %% [markdown]
+# **The experiment** (`benchmarks/agent_echo_trap.py`, ten paired seeds). The Echo Trap needs a run that
+# goes on after the task is learned, so these runs take 200 steps, twice the chapter's other runs, from
+# §17.4's warm start, with broadcast credit:
+#
+# * `onepass`: one optimiser step per batch, as everywhere else in this chapter;
+# * `reuse4`: four optimiser steps on each batch (`epochs_per_batch` = 4, PPO's epochs; the later ones
+#   clipped), the kind of reuse that makes RL on slow agent rollouts cheaper;
+# * `reuse4_filter`: `reuse4` with the filter at $p = 0.25$, keeping 2 of the 8 groups;
+# * `reuse4_small`: `reuse4` with 2 problems a step instead of 8, so 2 groups in the loss as under the
+#   filter, but chosen by nobody. It separates the filter's choice from its smaller batch.
+#
+# Each step records the reward, the mean in-group standard deviation of the rewards (`reward_std`), the
+# policy's entropy on the model's tokens and the norm of the step's gradient (`rl.agent_grpo_step`). A run
+# *collapses* when its training reward, averaged over 10 steps, has reached 0.9 and later falls below 0.5.
+# Over the ten seeds:
+#
+# * **Reusing each batch four times breaks training on most seeds.** `reuse4` collapsed on 6 of 10 seeds,
+#   between steps 90 and 174; `onepass` collapsed on none. In sampled accuracy `reuse4` is below `onepass`
+#   (the comparison below), and 5 of the 6 collapsed runs never came back.
+# * **The collapse follows a quiet phase.** In the 20 steps that begin 80 steps before each collapse, the
+#   policy was nearly deterministic: its entropy was below 0.05 nats per token and most groups had no reward
+#   spread at all. `onepass` reaches the same quiet state and stays in it. In four of the six falls the
+#   policy ends in noise, not in an echo: in the ten steps before the collapse the entropy rose above 0.25
+#   nats and at least a third of the episodes became malformed. In the other two, over the ten steps either side of the
+#   fall, at least 95 % of the episodes still called the tool and fewer than 10 % were malformed: the
+#   answers were well formed, and wrong.
+# * **Why it is a trap.** In the last 50 steps of the five runs that never came back, at least 95 % of the
+#   groups had no reward spread, and on three of them the gradient was exactly zero at every one of those
+#   steps. A group without spread has advantage 0 (17.1), so nothing in GRPO's loss can pull the policy back
+#   (chapter 16 proved the zero step).
+# * **The filter prevents most of it.** `reuse4_filter` against `reuse4`: its interval only just excludes
+#   zero, so the size of the rescue is uncertain. Against `onepass`: no difference detected at this scale.
+#   On one seed the filtered run ended solving almost nothing, and on two others its training reward fell
+#   below 0.5 after reaching 0.9.
+# * **It is the choice, not the smaller batch.** `reuse4_small` learned on few seeds, so `reuse4_filter`
+#   is above `reuse4_small`. Two groups chosen for their spread teach what two groups drawn at random do not.
+# * **A large gradient norm is not the alarm here.** The filtered runs' gradient norms were larger than
+#   `reuse4`'s at their median step, on 9 of 10 seeds: the token mean divides by the kept groups' tokens
+#   only. Their largest gradient norms were larger too, and most of these runs did not collapse.
+#
+# These runs show where this setting breaks and what repairs it. They do not show why the filter works.
+# It changes which groups train and also how much the kept tokens weigh, since the token mean now divides
+# by fewer tokens. Exercise 6 asks for the experiment that tells the two apart.
+
+# %%
+echo_bench = rl.benchmark_results("agent_echo_trap")
+echo_by = {c: [r for r in echo_bench["runs"] if r["condition"] == c] for c in echo_bench["conditions"]}
+assert all([r["seed"] for r in echo_by[c]] == echo_bench["seeds"] for c in echo_by)
+
+
+def echo_values(condition, key):
+    return np.array([r[key] for r in echo_by[condition]], dtype=float)
+
+
+def collapse_step(curve, window=10):
+    """The first step at which the reward, averaged over ``window`` steps, is below 0.5 after having reached 0.9
+    (None: it never collapsed)."""
+    smooth = np.convolve(curve, np.ones(window) / window, mode="valid")
+    fallen = np.nonzero((np.maximum.accumulate(smooth) >= 0.9) & (smooth < 0.5))[0]
+    return int(fallen[0]) + window if len(fallen) else None
+
+
+print(f"{len(echo_bench['seeds'])} seeds; " + echo_bench["common"])
+print(f"{'':<14}" + "".join(f"{k:>22}" for k in ("sampled", "greedy", "calls", "turns", "malformed")))
+for c in echo_bench["conditions"]:
+    cells = [rl.mean_ci(echo_values(c, k)) for k in KEYS]
+    print(f"{c:<14}" + "".join(f"{f'{m:.3f} [{lo:.3f}, {hi:.3f}]':>22}" for m, lo, hi in cells))
+collapses = {c: [collapse_step(r["train_reward"]) for r in echo_by[c]] for c in echo_by}
+for c, steps_at in collapses.items():
+    print(f"{c:<14} collapsed at steps {[s for s in steps_at if s is not None]}")
+echo_cmp = {(a, b): rl.compare(echo_values(a, "sampled"), echo_values(b, "sampled"), names=(a, b))
+            for a, b in (("reuse4", "onepass"), ("reuse4_filter", "reuse4"), ("reuse4_filter", "onepass"),
+                         ("reuse4_filter", "reuse4_small"))}
+median_norm = {c: np.array([np.median(r["train_grad_norm"]) for r in echo_by[c]]) for c in echo_by}
+peak_norm = {c: np.array([max(r["train_grad_norm"]) for r in echo_by[c]]) for c in echo_by}
+echo_cmp["median_norm"] = rl.compare(median_norm["reuse4_filter"], median_norm["reuse4"],
+                                     names=("reuse4_filter median grad norm", "reuse4"))
+echo_cmp["peak_norm"] = rl.compare(peak_norm["reuse4_filter"], peak_norm["reuse4"],
+                                   names=("reuse4_filter largest grad norm", "reuse4"))
+for c in echo_cmp.values():
+    print(c)
+echo_fell = [(r, s) for r, s in zip(echo_by["reuse4"], collapses["reuse4"]) if s is not None]
+quiet = [(np.mean(r["train_entropy"][s - 80:s - 60]), np.mean(r["train_zero_variance_groups"][s - 80:s - 60]))
+         for r, s in echo_fell]
+falling = [(np.mean(r["train_entropy"][s - 10:s]), np.mean(r["train_malformed_frequency"][s - 10:s])) for r, s in echo_fell]
+print("reuse4, 80 to 60 steps before each collapse (entropy, share of groups without spread):", np.round(quiet, 3).tolist())
+print("reuse4, the 10 steps before each collapse (entropy, malformed share):", np.round(falling, 3).tolist())
+never_back = sum(r["sampled"] < 0.1 for r, _ in echo_fell)
+rl.claim("`reuse4` collapsed on 6 of 10 seeds", len(echo_fell), 6, abs=0)
+rl.claim("between steps 90 and 174", min(s for _, s in echo_fell), 90, abs=0)
+rl.claim("between steps 90 and 174", max(s for _, s in echo_fell), 174, abs=0)
+rl.claim("`onepass` collapsed on none", sum(s is not None for s in collapses["onepass"]), 0, abs=0)
+rl.claim_comparison("In sampled accuracy `reuse4` is below `onepass`", echo_cmp[("reuse4", "onepass")], "<")
+rl.claim("5 of the 6 collapsed runs never came back", never_back, 5, abs=0)
+rl.claim("its entropy was below 0.05 nats per token", max(e for e, _ in quiet), high=0.05)
+rl.claim("most groups had no reward spread at all", min(z for _, z in quiet), low=0.5)
+rl.claim("`onepass` reaches the same quiet state and stays in it",
+         np.mean([r["train_entropy"][-20:] for r in echo_by["onepass"]]), high=0.05)
+noisy = [e > 0.25 and m >= 1 / 3 for e, m in falling]
+rl.claim("In four of the six falls the policy ends in noise", sum(noisy), 4, abs=0)
+quiet_falls = [r_s for r_s, n in zip(echo_fell, noisy) if not n]
+rl.claim("at least 95 % of the episodes still called the tool",
+         min(np.mean(r["train_call_frequency"][s - 10:s + 10]) for r, s in quiet_falls), low=0.95)
+rl.claim("fewer than 10 % were malformed",
+         max(np.mean(r["train_malformed_frequency"][s - 10:s + 10]) for r, s in quiet_falls), high=0.1)
+gone = [r for r, _ in echo_fell if r["sampled"] < 0.1]
+rl.claim("at least 95 % of the groups had no reward spread",
+         min(np.mean(r["train_zero_variance_groups"][-50:]) for r in gone), low=0.95)
+rl.claim("on three of them the gradient was exactly zero", sum(max(r["train_grad_norm"][-50:]) == 0 for r in gone), 3,
+         abs=0)
+rl.claim_comparison("The filter prevents most of it", echo_cmp[("reuse4_filter", "reuse4")], ">")
+rl.claim("The filter prevents most of it",
+         echo_cmp[("reuse4_filter", "reuse4")].mean_diff / -echo_cmp[("reuse4", "onepass")].mean_diff, low=0.5)
+rl.claim("its interval only just excludes zero", echo_cmp[("reuse4_filter", "reuse4")].ci_low, 0, abs=0.01)
+rl.claim_comparison("Against `onepass`: no difference detected at this scale", echo_cmp[("reuse4_filter", "onepass")],
+                    "none")
+rl.claim("On one seed the filtered run ended solving almost nothing", int((echo_values("reuse4_filter", "sampled") < 0.1).sum()), 1, abs=0)
+rl.claim("on two others its training reward fell below 0.5 after reaching 0.9", sum(s is not None for s in collapses["reuse4_filter"]), 2, abs=0)
+rl.claim("`reuse4_small` learned on few seeds", int((echo_values("reuse4_small", "sampled") > 0.5).sum()), high=2)
+rl.claim_comparison("`reuse4_filter` is above `reuse4_small`", echo_cmp[("reuse4_filter", "reuse4_small")], ">")
+rl.claim("on 9 of 10 seeds", int((median_norm["reuse4_filter"] > median_norm["reuse4"]).sum()), 9, abs=0)
+rl.claim_comparison("The filtered runs' gradient norms were larger", echo_cmp["median_norm"], ">")
+rl.claim_comparison("Their largest gradient norms were larger too", echo_cmp["peak_norm"], ">")
+rl.claim("most of these runs did not collapse", sum(s is None for s in collapses["reuse4_filter"]), low=6)
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(8.4, 3.5), dpi=80)
+echo_steps = np.arange(1, echo_bench["echo"]["reuse4"]["num_steps"] + 1)
+
+
+def smoothed(curve, window=10):
+    """The curve averaged over the last ``window`` steps (fewer at the start)."""
+    sums = np.cumsum(np.insert(np.asarray(curve, dtype=float), 0, 0.0))
+    lows = np.maximum(np.arange(1, len(sums)) - window, 0)
+    return (sums[1:] - sums[lows]) / (np.arange(1, len(sums)) - lows)
+
+
+for name, color in (("onepass", "black"), ("reuse4", "C3"), ("reuse4_filter", "C2"), ("reuse4_small", "C1")):
+    axes[0].plot(echo_steps, smoothed(np.mean([r["train_reward"] for r in echo_by[name]], axis=0)), color=color,
+                 lw=1.8, label=name)
+axes[0].set_title(f"reward, mean of {len(echo_bench['seeds'])} seeds")
+offsets = np.arange(-80, 20)
+for key, color, label in (("train_entropy", "C3", "entropy (nats)"), ("train_reward_std", "C0", "reward spread"),
+                          ("train_malformed_frequency", "C2", "malformed share")):
+    aligned = np.array([[r[key][s + o] if 0 <= s + o < len(r[key]) else np.nan for o in offsets] for r, s in echo_fell])
+    axes[1].plot(offsets, np.nanmean(aligned, axis=0), color=color, lw=2, label=label)
+axes[1].axvline(0, color="grey", lw=0.8, ls="--")
+axes[1].set_title(f"reuse4: {len(echo_fell)} collapses aligned")
+axes[1].set_xlabel("steps from the collapse")
+axes[1].legend(fontsize=9, loc="upper left")
+for r in echo_by["reuse4"]:
+    axes[2].plot(echo_steps, smoothed(r["train_reward"]), color="C3", lw=0.9, alpha=0.6)
+axes[2].set_title("reward, reuse4: each seed")
+for ax in (axes[0], axes[2]):
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("GRPO step (10-step average)")
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=9, frameon=False)
+fig.tight_layout(rect=(0, 0.07, 1, 1))
+
+# %% [markdown]
+# ## 17.7 Where this goes at scale
 #
 # Nothing in this chapter is tied to the book's trainer. The environment contract, the loss mask and the
 # per-turn credit carry over to the agent frameworks, under other names. TRL 1.16's `GRPOTrainer` runs the
@@ -700,6 +903,10 @@ assert tok.decode(book_ids[1:]) == problem and tok.decode(book_answer) == f"[{an
 # * Episodes sampled by a policy four steps old broke training at this learning rate on every seed (the call
 #   frequency swings and collapses); TIS on the model's tokens, or a quarter of the learning rate, repaired
 #   most of it. A staleness bound in steps is a bound on the policy's movement only through the step size.
+# * Four optimiser steps on each batch made 6 of 10 runs collapse after the task was learned, out of a quiet,
+#   nearly deterministic phase; a collapse into zero reward is permanent under GRPO, since every group then has
+#   zero spread. Keeping the 2 groups of 8 with the most reward spread (StarPO-S's filter) prevented most of
+#   it, and 2 groups drawn at random did not: the filter's choice matters, not its smaller batch.
 # * The agent frameworks keep the sampled ids, mask the tools' output and broadcast one advantage per episode;
 #   none offers a per-turn discount. The book's environment runs in TRL's own multi-turn loop
 #   (`rlbook.trl_environment`).
@@ -714,6 +921,9 @@ rl.claim_comparison("GiGPO and ReBN against broadcast: no difference detected", 
 rl.claim_comparison("Episodes sampled by a policy four steps old broke training", async_cmp["stale4"], "<")
 rl.claim_comparison("or a quarter of the learning rate, repaired", async_cmp["stale4_slow"], ">")
 rl.claim_comparison("TIS on the model's tokens", async_cmp["stale4_tis"], ">")
+rl.claim("made 6 of 10 runs collapse", len(echo_fell), 6, abs=0)
+rl.claim_comparison("prevented most of it", echo_cmp[("reuse4_filter", "reuse4")], ">")
+rl.claim_comparison("and 2 groups drawn at random did not", echo_cmp[("reuse4_filter", "reuse4_small")], ">")
 rl.report_headline(f"Credit across turns: ReBN at γ = {CREDIT['rebn_gamma']['gamma']} − ReBN at γ = 1, sampled accuracy "
                    f"{cmp['gamma_rebn']['sampled'].mean_diff:+.3f} [{cmp['gamma_rebn']['sampled'].ci_low:+.3f}, "
                    f"{cmp['gamma_rebn']['sampled'].ci_high:+.3f}]; GiGPO at γ = {CREDIT['gigpo_gamma']['gamma']} − GiGPO at γ = 1 "
@@ -743,6 +953,9 @@ rl.report_headline(f"Credit across turns: ReBN at γ = {CREDIT['rebn_gamma']['ga
 #    the policy moves past the evidence before the evidence arrives, or the optimiser turns the stale
 #    batches' signal into full-size steps after the policy has stopped needing them. Design an experiment, on
 #    this chapter's code, whose outcome would differ between the two.
+# 6. *(Design.)* §17.6's filter does two things at once: it chooses the groups with the most reward spread,
+#    and, because the loss is a token mean over the kept groups, it makes each kept token weigh about
+#    $1/p$ times more. Design runs that separate the two, and say what each outcome would mean.
 
 # %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
 # ## Solutions
@@ -843,3 +1056,16 @@ for gamma in (0.9, 0.99):
 # the per-step KL of on-policy training matches AdamW's. If the collapse at $k = 4$ persists under SGD, the
 # delay is the cause; if it goes away, Adam's normalisation is. Each cell of such a grid needs its own ten
 # paired seeds; at about 15 seconds a run here, the grid above is about an hour and a half on one core.
+#
+# ### Solution to exercise 6
+#
+# Keep everything of `reuse4_filter` and change one thing at a time. (a) *Choice without reweighting:*
+# filter the groups as before, but divide the loss by the token count of the whole batch (every group's
+# tokens), as if the dropped groups were still there with advantage 0; the kept tokens then weigh what they
+# weigh in `reuse4`. (b) *Reweighting without choice:* keep every group, but multiply the loss by the batch's
+# token count over the token count of its groups with nonzero spread, so the informative tokens weigh what
+# they weigh under the filter. Under AdamW a constant factor on the loss nearly cancels, so (b) tests whether
+# the factor's change *from step to step* matters. If (a) prevents the collapse and (b) does not, the choice
+# is what works; if it is the other way round, the weight is. `reuse4_small` against `reuse4_filter` already
+# shows that two groups chosen at random are not enough. Ten paired seeds per arm, at about a minute a run
+# here, is twenty minutes on two cores.
