@@ -62,6 +62,8 @@ _MODULES = [
     "envs.text",
     "credit",
     "algos.agent",
+    # --- Part VII (on-policy distillation) ---
+    "distill",
 ]
 
 # The modules above are imported, and their names gathered here, on the first use of a public name
