@@ -354,7 +354,8 @@ def agent_grpo_step(model, optimizer, make_env: Callable[[], object], problem_se
         log_probs, token_entropy = episode_log_probs(model, batch["input_ids"], batch["attention_mask"],
                                                      config.temperature, return_entropy=True)
         log_probs = log_probs[keep]
-        if old is None:  # the first epoch: the policy that sampled (on-policy) scores every sampled episode
+        first_epoch = old is None
+        if first_epoch:  # the policy that sampled (on-policy) scores every sampled episode
             old = log_probs.detach()
             full = full_mask.to(device)
             entropy = float((token_entropy * full).sum() / full.sum().clamp(min=1))
@@ -364,7 +365,7 @@ def agent_grpo_step(model, optimizer, make_env: Callable[[], object], problem_se
                                                 aggregation=config.loss_aggregation, sampler_log_probs=sampler_log_probs,
                                                 is_correction=config.is_correction if sampler is not None else "none",
                                                 is_cap=config.is_cap)
-        if not grad_norm:
+        if first_epoch:
             grads = [p.grad.detach().norm() for p in model.parameters() if p.grad is not None]
             grad_norm = float(torch.stack(grads).norm()) if grads else 0.0
         optimizer.step()
