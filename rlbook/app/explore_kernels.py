@@ -12,9 +12,13 @@ the three holes:
   Tornado for the request's XSRF token, which sets the ``_xsrf`` cookie on the page's response; the
   page's shutdown request on ``beforeunload`` then carries it and is accepted, so closing or
   reloading a page shuts its kernel down at once.
+* :meth:`BoundedKernelManager.notify_disconnect`: when the last websocket of a kernel closes (its page
+  was closed, reloaded or crashed: the browser closes the socket even when the shutdown request is
+  never sent or never arrives, as now and then for a tab closed in headless Chromium), the kernel is
+  shut down ``disconnect_grace`` seconds later unless a page has connected to it again by then.
 * culling (Jupyter Server's ``MappingKernelManager.cull_idle_timeout`` / ``cull_interval``, with
   ``cull_connected`` off, set by :func:`rlbook.app.explore.voila_command`): a kernel that no page is
-  connected to (a tab that crashed, a laptop that went to sleep, a request that never arrived) is
+  connected to (a page that went away before its scripts connected, a request that never arrived) is
   shut down after that many idle seconds; a kernel with an open page is kept.
 * :class:`BoundedKernelManager`: at most ``max_kernels`` kernels at once; the next page load is
   answered ``503`` with a message saying why and what to do, instead of starting another kernel
@@ -30,7 +34,8 @@ import uuid
 
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 from tornado import web
-from traitlets import Integer
+from tornado.ioloop import IOLoop
+from traitlets import Float, Integer
 
 __all__ = ["BoundedKernelManager", "set_xsrf_cookie", "limit_message", "LIMIT_REASON"]
 
@@ -54,6 +59,8 @@ class BoundedKernelManager(AsyncMappingKernelManager):
     """
 
     max_kernels = Integer(8, config=True, help="the most kernels (explorer pages) alive at once; >= 1")
+    disconnect_grace = Float(5.0, config=True, help="seconds after its last page's websocket closed that a kernel "
+                                                    "is shut down, unless a page connected again; 0: never")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -85,6 +92,21 @@ class BoundedKernelManager(AsyncMappingKernelManager):
             return await super().shutdown_kernel(kernel_id, now=now, restart=restart)
         finally:
             self._stopping.discard(kernel_id)
+
+
+    def notify_disconnect(self, kernel_id):
+        """Jupyter Server's count of a kernel's connections, less one; at zero, shut the kernel down after
+        ``disconnect_grace`` seconds unless a page has connected again (see the module docstring)."""
+        super().notify_disconnect(kernel_id)
+        if self.disconnect_grace > 0 and self._kernel_connections.get(kernel_id) == 0:
+            IOLoop.current().call_later(self.disconnect_grace, self._shut_down_if_still_disconnected, kernel_id)
+
+    async def _shut_down_if_still_disconnected(self, kernel_id):
+        if self._kernel_connections.get(kernel_id) != 0 or kernel_id in self._stopping or kernel_id not in self:
+            return  # a page connected again, or the kernel is ending or gone already
+        self.log.info("rlbook explore: no page connected to kernel %s for %s s; shutting it down", kernel_id,
+                      self.disconnect_grace)
+        await self.shutdown_kernel(kernel_id)
 
 
 def set_xsrf_cookie(handler, notebook=None, cwd=None):

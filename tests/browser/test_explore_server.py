@@ -5,13 +5,16 @@ offline. Kernels are counted as the server's ``ipykernel_launcher`` descendants,
 set sizes (psutil), so nothing here trusts Voilà's own bookkeeping. The tests, in order:
 
 * ten loads of the page, each closed as a tab is (``beforeunload`` runs): every load renders (none
-  is left at "Executing N of M"), during a load one kernel is alive, after each close none within 10 s (half the idle timeout: it is the page's shutdown
-  request that ends it, not culling), and the Voilà server's RSS grows by less than 60 MB over the
-  ten (a kernel is ~300 MB; before the fix, ten loads left ten kernels, 3.0 GB);
+  is left at "Executing N of M"), during a load one kernel is alive, after each close none within 10 s
+  (a sixth of the idle timeout: the page's shutdown request ends it, or, where that request never
+  arrives, its closed websocket does, not culling), and the Voilà server's RSS grows by less than 60 MB
+  over the ten (a kernel is ~300 MB; before the fix, ten loads left ten kernels, 3.0 GB);
 * a page that goes away without its shutdown request (``beforeunload`` skipped, as when a tab
-  crashes) keeps its kernel past the close, and culling ends it within the idle timeout + 40 s (the
-  page is left before the ten loads and checked after them, so the idle timeout runs out while they
-  run; they leave its kernel out of their counts);
+  crashes) ends its kernel when its websocket closes: within the server's disconnect grace + 5 s;
+* a page whose scripts never connected to its kernel (its websockets blocked, as when it is closed
+  while loading) keeps its kernel past the close, and culling ends it within the idle timeout + 40 s
+  (the page is left before the ten loads and checked after them, so the idle timeout runs out while
+  they run; they leave its kernel out of their counts);
 * past ``--max-kernels`` a third page shows the readable limit message (HTTP 503) and starts no
   kernel; after one page is closed, a reload works;
 * SIGTERM to the ``rlbook explore`` process alone (a user's Ctrl-C or ``kill``) leaves none of its
@@ -20,6 +23,7 @@ set sizes (psutil), so nothing here trusts Voilà's own bookkeeping. The tests, 
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -33,6 +37,7 @@ IDLE_TIMEOUT = 60  # s: longer than a first page load on a loaded 2-core machine
 # kernel whose page was still loading: no websocket is connected until the page's scripts run)
 LOADS = 10
 CLOSE_TIMEOUT = 10  # s: the shutdown request's effect; < IDLE_TIMEOUT, so culling cannot pass for it
+DISCONNECT_GRACE = 5  # s: BoundedKernelManager.disconnect_grace's default (checked below)
 CULL_SLACK = 40  # s: the cull interval (IDLE_TIMEOUT / 2) plus a loaded machine's delay
 RSS_GROWTH_MB = 60  # Voilà's own RSS growth allowed over LOADS loads
 LOAD_TIMEOUT = 120  # s: a kernel that imports torch and builds the explorer, on a busy machine
@@ -90,17 +95,24 @@ def _load(browser, proc):
 
 @pytest.fixture(scope="module")
 def orphan(browser, server):
-    """A page that went away without notice (``beforeunload`` skipped, as when a tab crashes): only
-    culling can end its kernel. Made first, so that the idle timeout runs out while the ten loads run
-    (they leave this kernel out of their counts); ``test_a_page_gone_without_notice_is_culled`` then
-    checks that it was culled in time. ``{"pids": its kernel's pid, "gone_at": time.monotonic()}``."""
-    context, op = _load(browser, server)
+    """A page whose scripts never connected to its kernel (every websocket blocked, as for a page closed while
+    it loads), then closed without notice: only culling can end its kernel. Made first, so that the idle
+    timeout runs out while the ten loads run (they leave this kernel out of their counts);
+    ``test_a_page_that_never_connected_is_culled`` then checks that it was culled in time.
+    ``{"pids": its kernel's pid, "gone_at": time.monotonic()}``."""
+    context, op = open_offline_page(browser)
+    context.route_web_socket(re.compile(".*"), lambda ws: None)  # mocked: no socket reaches the server
+    op.page.goto(server.url, wait_until="commit", timeout=LOAD_TIMEOUT * 1000)
+    t0 = time.monotonic()
+    while len(_kernels(server)) != 1:
+        assert time.monotonic() - t0 < LOAD_TIMEOUT, f"no kernel started for the page\n{server.log()}"
+        time.sleep(0.25)
     pids = frozenset(p.pid for p in _kernels(server))
-    assert len(pids) == 1, pids
+    time.sleep(DISCONNECT_GRACE + 3)  # longer than the disconnect grace: a never-connected kernel is kept
     op.page.close(run_before_unload=False)  # no shutdown request
     gone_at = time.monotonic()
     context.close()
-    time.sleep(3)
+    time.sleep(DISCONNECT_GRACE + 3)
     assert _kernels(server) and {p.pid for p in _kernels(server)} == pids, \
         "the kernel ended at once: the test no longer isolates culling"
     return {"pids": pids, "gone_at": gone_at}
@@ -126,7 +138,27 @@ def test_ten_page_loads_leave_no_kernel_behind(browser, server, orphan):
     assert "'_xsrf' argument missing" not in server.log()
 
 
-def test_a_page_gone_without_notice_is_culled(server, orphan):
+def test_a_page_gone_without_notice_ends_its_kernel_when_its_socket_closes(browser, server, orphan):
+    """No ``beforeunload``, so no shutdown request: the closed websocket alone ends the kernel, well before the
+    idle timeout (it fails with ``disconnect_grace`` = 0, the reaper off: then only culling would end it)."""
+    context, op = _load(browser, server)
+    try:
+        assert len(_kernels(server, orphan["pids"])) == 1
+        op.page.close(run_before_unload=False)
+        took = _wait_kernels(server, 0, DISCONNECT_GRACE + 5, orphan["pids"])
+    finally:
+        context.close()
+    print(f"\nkernel ended {took:.1f} s after its page went away without notice (grace {DISCONNECT_GRACE} s)")
+    assert "no page connected to kernel" in server.log()
+
+
+def test_the_disconnect_grace_is_the_servers_default():
+    from rlbook.app.explore_kernels import BoundedKernelManager
+
+    assert BoundedKernelManager.disconnect_grace.default_value == DISCONNECT_GRACE < CLOSE_TIMEOUT < IDLE_TIMEOUT
+
+
+def test_a_page_that_never_connected_is_culled(server, orphan):
     deadline = orphan["gone_at"] + IDLE_TIMEOUT + CULL_SLACK
     while {p.pid for p in _kernels(server)} & orphan["pids"]:
         assert time.monotonic() < deadline, (f"the kernel of a page gone without notice still runs "
