@@ -15,7 +15,7 @@ import pytest
 
 from rlbook.app import cli, explore
 
-NAMES = ["clip", "advantage", "kl", "gae", "trust-region", "preference", "mismatch", "entropy", "agent"]
+NAMES = ["clip", "advantage", "kl", "gae", "trust-region", "preference", "mismatch", "entropy", "agent", "distill"]
 needs_voila = pytest.mark.skipif(importlib.util.find_spec("voila") is None, reason="Voilà is not installed")
 
 
@@ -23,7 +23,7 @@ def _code_cells(nb):
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
-def test_registry_names_the_nine_explorers():
+def test_registry_names_the_ten_explorers():
     assert explore.explorer_names() == NAMES
 
 
@@ -50,7 +50,7 @@ def test_single_explorer_notebook_has_its_title():
 
 
 def test_unknown_explorer_is_refused_with_the_valid_names():
-    with pytest.raises(ValueError, match="choose from: clip, advantage, kl, gae, trust-region, preference, mismatch, entropy, agent"):
+    with pytest.raises(ValueError, match="choose from: clip, advantage, kl, gae, trust-region, preference, mismatch, entropy, agent, distill"):
         explore.explorer_notebook(["clip", "nope"])
     with pytest.raises(ValueError, match="empty"):
         explore.explorer_notebook([])

@@ -177,14 +177,14 @@ assert all(abs(r["z_ordinary"]) < 4 for r in rows)
 
 # %%
 kl = np.array([r["kl"] for r in rows])
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
 ax = axes[0]
 ax.semilogy(kl, [r["var_ordinary"] for r in rows], "o", label="ordinary IS (measured)")
 ax.semilogy(kl, [r["exact_var"] for r in rows], "-", color="C0", label="ordinary IS (exact, 5.3)")
 ax.semilogy(kl, [r["var_self_norm"] for r in rows], "s", label="self-normalised (measured)")
 ax.set_xlabel("KL(p‖q)")
 ax.set_ylabel("n · Var[estimate]")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 ax.set_title("variance of the estimate of E_p[f]", fontsize=9)
 ax = axes[1]
 ax.plot(kl, [r["ess"] for r in rows], "o", label="ESS / n (batches of 100)")
@@ -193,7 +193,7 @@ ax.plot(kl, np.exp(-kl), "k--", lw=1, label="exp(−KL): an upper bound")
 ax.set_xlabel("KL(p‖q)")
 ax.set_ylabel("ESS / n")
 ax.set_ylim(0, 1.05)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 ax.set_title("effective sample size", fontsize=9)
 fig.tight_layout();
 
@@ -261,7 +261,7 @@ worst = min(seq_rows, key=lambda r: r["ess_traj"])
 assert worst["ess_traj"] < 0.05 and all(r["ess_step"] > 0.7 for r in seq_rows)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 4.0), dpi=80)
 for k, alpha in enumerate((0.1, 0.3, 0.6)):
     sel = [r for r in seq_rows if r["alpha"] == alpha]
     axes[0].plot([r["H"] for r in sel], [r["ess_traj"] for r in sel], "o", color=f"C{k}", label=f"α={alpha}: trajectory")
@@ -270,7 +270,7 @@ for k, alpha in enumerate((0.1, 0.3, 0.6)):
 axes[0].set_xscale("log")
 axes[0].set_xlabel("horizon H")
 axes[0].set_ylabel("ESS / n")
-axes[0].legend(fontsize=7)
+axes[0].legend(fontsize=8.5, loc="lower left")
 axes[0].set_title("trajectory weights collapse; per-step ratios do not", fontsize=9)
 kls = np.array([r["kl"] for r in seq_rows])
 axes[1].plot(kls, [r["ess_traj"] for r in seq_rows], "o", label="trajectory ESS / n (measured)")
@@ -278,7 +278,7 @@ grid = np.linspace(0, kls.max(), 100)
 axes[1].plot(grid, np.exp(-grid), "k--", lw=1, label="exp(−KL)")
 axes[1].set_xlabel("trajectory KL(π_new ‖ π_old)")
 axes[1].set_ylabel("ESS / n")
-axes[1].legend(fontsize=8)
+axes[1].legend(fontsize=9)
 fig.tight_layout();
 
 # %% [markdown]
@@ -412,7 +412,7 @@ assert all(abs(r["k1"] - r["kl"]) < 1e-9 and abs(r["k3"] - r["kl"]) < 1e-9 and r
 # %%
 moving = kl_rows[1:]  # α > 0, so that KL > 0
 kl_x = np.array([r["kl"] for r in moving])
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 4.0), dpi=80)
 for k, name in enumerate(kl_estimators):
     axes[0].plot(kl_x, [r[name] / r["kl"] for r in moving], "--" if name == "k1" else "-", color=f"C{k}",
                  label=f"{name}: exact")
@@ -424,11 +424,11 @@ axes[0].axhline(1.0, color="k", ls=":", lw=1)
 axes[0].set_xlabel("true KL(q‖p), nats")
 axes[0].set_ylabel("mean of the estimator / true KL")
 axes[0].set_title("bias: k1 and k3 stay at 1, k2 drifts above it", fontsize=9)
-axes[0].legend(fontsize=7, ncol=2)
+axes[0].legend(fontsize=8.5, ncol=2)
 axes[1].set_xlabel("true KL(q‖p), nats")
 axes[1].set_ylabel("std of one sample / true KL")
 axes[1].set_title("relative spread of a single-sample estimate", fontsize=9)
-axes[1].legend(fontsize=8)
+axes[1].legend(fontsize=9)
 fig.tight_layout();
 
 # %% [markdown]
@@ -535,7 +535,7 @@ for alpha in kl_alphas[1:]:
     grad_rows.append(dict(kl=float(rl.categorical_kl(z_q, z_q + alpha * direction)),
                           angle=np.degrees(np.arccos(np.clip(cosine, -1.0, 1.0))),
                           norm_ratio=float(g_forward.norm() / g_reverse.norm())))
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), dpi=80)
 axes[0].semilogx([r["kl"] for r in grad_rows], [r["angle"] for r in grad_rows], "o-")
 axes[0].set_xlabel("KL(π_θ‖π_ref), nats")
 axes[0].set_ylabel("angle, degrees")
@@ -570,7 +570,7 @@ fig.tight_layout();
 # %%
 from rlbook.widgets.kl_explorer import kl_estimator_stats, kl_explorer, kl_readout, plot_kl_estimators
 
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
 plot_kl_estimators(1.0, num_samples=16, axes=axes)
 fig.tight_layout()
 print(kl_readout(1.0, num_samples=16)[0])
@@ -587,6 +587,47 @@ except ImportError:
     print("ipywidgets is not installed: the static figure above shows the explorer at α = 1")
 
 # %% [markdown]
+# ### Which way round? Forward and reverse KL
+#
+# A KL is not symmetric, and which way round it is taken decides what fitting a model to it does. Fit a
+# model $\pi_\theta$ with too few degrees of freedom to a target $\pi_T$. The *forward* KL,
+# $\mathrm{KL}(\pi_T\|\pi_\theta) = \sum_x \pi_T(x)\log\frac{\pi_T(x)}{\pi_\theta(x)}$, is large wherever the
+# target has mass that the model lacks, so minimising it spreads the model over all of the target's mass:
+# it is *mode-covering*. The *reverse* KL, $\mathrm{KL}(\pi_\theta\|\pi_T)$, is large wherever the model
+# puts mass that the target lacks, so minimising it pulls the model onto one mode: it is *mode-seeking*.
+# Supervised training on a teacher's samples minimises the forward KL (the cross-entropy, up to a
+# constant); the KL penalty of RLHF (chapter 12) and on-policy distillation minimise the reverse one,
+# each with the model's own samples, which is what the estimators of this section are for.
+#
+# The `distill` explorer fits a one-mode student (a location $\mu$ and a width $\sigma$ over 15 tokens)
+# to a two-mode teacher, under GKD's generalised Jensen–Shannon divergence (Agarwal et al. 2023,
+# arXiv:2306.13649; `rl.generalized_jsd`): $\beta = 0$ is the forward KL, $\beta = 1$ the reverse KL, and
+# the values between mix the two. The static figure is the explorer at its defaults, modes 6 tokens apart
+# with weights 0.6 and 0.4: the forward fit puts more than a quarter of its mass on each mode and about a
+# third where the teacher has almost none (tokens under 1 %); the reverse fit puts more than 0.9 on the
+# heavier mode. Things to try: move
+# $\beta$ and find where the fit jumps from covering to seeking; set the weights equal; raise $\tau$.
+
+# %%
+from rlbook.widgets.distill_explorer import distill_explorer, distill_fits, distill_readout, plot_distill
+
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.7), dpi=80, gridspec_kw={"width_ratios": [1.55, 1.0]})
+plot_distill(6.0, 0.6, 0.3, axes=axes)
+fig.tight_layout()
+print(distill_readout(6.0, 0.6, 0.3)[0])
+fits = distill_fits(6.0, 0.6, 0.3)
+rl.claim("more than a quarter of its mass on each mode", min(fits["forward"]["masses"]["left"],
+                                                             fits["forward"]["masses"]["right"]), low=0.25)
+rl.claim("about a third where the teacher has almost none", fits["forward"]["off_teacher"], 1 / 3, abs=0.02)
+rl.claim("more than 0.9 on the heavier mode", fits["reverse"]["masses"]["left"], low=0.9);
+
+# %%
+try:
+    display(distill_explorer())  # needs ipywidgets; move the sliders in a live notebook
+except ImportError:
+    print("ipywidgets is not installed: the static figure above shows the explorer at β = 0.3")
+
+# %% [markdown]
 # ## 5.9 Explore: what PPO does about large ratios
 #
 # PPO (chapter 7) limits the damage from large ratios by *clipping*: outside a band $[1-\varepsilon, 1+\varepsilon]$
@@ -597,7 +638,9 @@ except ImportError:
 # %%
 from rlbook.widgets.clip_explorer import clip_explorer, plot_clip_objective
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.4), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 plot_clip_objective(1.0, 0.2, ax=axes[0])
 plot_clip_objective(-1.0, 0.2, ax=axes[1])
 plot_clip_objective(1.0, 0.2, 0.28, kind="cispo", ax=axes[2])

@@ -5,7 +5,7 @@
     rlbook run 03                     # one chapter (or several: rlbook run 02 03)
     rlbook run --size full --out runs/full
     rlbook book [--serve]             # build the book site (Jupyter Book) from the stored outputs
-    rlbook explore [clip|advantage|kl|gae|trust-region|preference|mismatch|entropy|agent]   # the explorers as live apps (Voila)
+    rlbook explore [clip|advantage|kl|gae|trust-region|preference|mismatch|entropy|agent|distill]   # the explorers as live apps (Voila)
     rlbook assignments release|grade  # the course assignments (nbgrader)
 
 Executed notebooks are written to the output folder (default ``runs/<size>``); the sources in

@@ -1,7 +1,7 @@
 """``rlbook explore``: the book's explorers as live apps in the browser (Voilà), no code visible.
 
-    rlbook explore                 # all nine explorers on one page, one after another
-    rlbook explore clip            # one: clip | advantage | kl | gae | trust-region | preference | mismatch | entropy | agent
+    rlbook explore                 # all ten explorers on one page, one after another
+    rlbook explore clip            # one: clip | advantage | kl | gae | trust-region | preference | mismatch | entropy | agent | distill
     rlbook explore gae --port 8870 --no-browser
     rlbook explore --max-kernels 30 --idle-timeout 600   # a classroom: 30 pages at once
 

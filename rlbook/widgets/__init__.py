@@ -15,7 +15,10 @@ display them beside a static figure; ``rlbook explore NAME`` serves them as live
   against the reward pattern, the clip range and an entropy bonus, and the first-order ΔH = −Cov (chapter 15);
 * ``agent``: one multi-turn tool-use episode token by token (prompt, model, tool output, padding), its loss
   mask, and the per-token advantages of GRPO's broadcast, per-turn discounted returns, ReBN and GiGPO over a
-  group of four episodes, with the loss's normaliser (chapters 16–17).
+  group of four episodes, with the loss's normaliser (chapters 16–17);
+* ``distill``: a bimodal teacher and a one-mode student over fifteen tokens, the student fitted by the forward
+  KL, the reverse KL or GKD's generalised JSD_β between them: mode-covering against mode-seeking as β, the
+  modes' separation and weight and the temperature move (on-policy distillation, :mod:`rlbook.distill`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ EXPLORERS = {
     "mismatch": "rlbook.widgets.mismatch_explorer:mismatch_explorer",
     "entropy": "rlbook.widgets.entropy_explorer:entropy_explorer",
     "agent": "rlbook.widgets.agent_explorer:agent_explorer",
+    "distill": "rlbook.widgets.distill_explorer:distill_explorer",
 }
 
 

@@ -1,6 +1,6 @@
 """The live explorers in a real browser: ``rlbook explore`` (Voilà) driven by headless Chromium.
 
-One ``rlbook explore --no-browser`` server (all nine explorers on one page) per module, started from
+One ``rlbook explore --no-browser`` server (all ten explorers on one page) per module, started from
 an empty folder; one page load, offline (every request off localhost is aborted and counted). For
 each explorer: it renders, the page made no external request and logged no error, a slider moved by
 the keyboard changes the figure's PNG bytes and the printed numbers, and a nonsense value shows a
@@ -17,15 +17,15 @@ import pytest
 
 from ._util import open_offline_page, run_explore_server
 
-NAMES = ["clip", "advantage", "kl", "gae", "trust-region", "preference", "mismatch", "entropy", "agent"]
+NAMES = ["clip", "advantage", "kl", "gae", "trust-region", "preference", "mismatch", "entropy", "agent", "distill"]
 # the control to move (its ``description``; None: the explorer's first slider) and the nonsense
 # value to type into which control; the explorers' own contract (rlbook/widgets)
 MOVE = {"clip": "Â", "advantage": None, "kl": None, "gae": None, "trust-region": "δ", "preference": "β", "mismatch": "C", "entropy": "η",
-        "agent": "γ"}
+        "agent": "γ", "distill": "β (0 forward, 1 reverse KL)"}
 NONSENSE = {"clip": ("ε_low", "0"), "advantage": ("G", "1"), "kl": ("α", "0"), "gae": ("γ", "0"), "trust-region": ("δ", "0"),
             "preference": ("N", "0"), "mismatch": ("top-p", "0"), "entropy": ("η", "0"),
-            "agent": ("γ", "0")}
-START_TIMEOUT = 90  # s: Voilà's start, then a kernel that imports torch and builds nine explorers
+            "agent": ("γ", "0"), "distill": ("τ", "0")}
+START_TIMEOUT = 90  # s: Voilà's start, then a kernel that imports torch and builds ten explorers
 CHANGE_TIMEOUT = 30  # s: one redraw in the live kernel
 
 
