@@ -54,7 +54,7 @@ def plot_learning_curves(
     ax.set_ylabel(f"return (rolling {window})")
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -74,7 +74,7 @@ def plot_bars(values: dict[str, float], ax=None, log: bool = False, ylabel: str 
     labels = list(values)
     yerr = [errors[k] for k in labels] if errors else None
     ax.bar(range(len(labels)), [values[k] for k in labels], yerr=yerr, color=[f"C{i}" for i in range(len(labels))])
-    ax.set_xticks(range(len(labels)), labels, rotation=15, fontsize=8)
+    ax.set_xticks(range(len(labels)), labels, rotation=15, fontsize=9)
     if log:
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
@@ -90,5 +90,5 @@ def plot_mc_error(sample_sizes: Iterable[int], errors: Iterable[float], ax=None,
     ax.loglog(n, e[0] * np.sqrt(n[0] / n), "k--", lw=0.8, label=r"$\propto 1/\sqrt{N}$")
     ax.set_xlabel("samples N")
     ax.set_ylabel("error")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax

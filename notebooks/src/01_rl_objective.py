@@ -528,7 +528,7 @@ for (name, err), colour in zip(td_distance.items(), ["tab:orange", "tab:blue"]):
 ax.set_xlabel("environment steps (= TD updates)")
 ax.set_ylabel(r"distance to exact values $\|V_{TD} - V^\pi\|$")
 ax.set_title("TD(0) on the corridor: distance to the exact values")
-ax.legend(fontsize=8);
+ax.legend(fontsize=9);
 
 # %% [markdown]
 # Both runs close most of the gap within a few hundred steps (the cell below checks that the error after

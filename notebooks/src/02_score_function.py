@@ -231,7 +231,7 @@ assert all(r < t for r, t in zip(rmse["rewards-to-go"], rmse["R(τ)"]))
 fig, ax = plt.subplots(figsize=(5, 3.2), dpi=80)
 rl.plot_mc_error(Ns, rmse["R(τ)"], ax=ax, label="REINFORCE with R(τ)")
 ax.loglog(Ns, rmse["rewards-to-go"], "s-", label="with rewards-to-go")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 ax.set_xlabel("episodes per estimate N")
 ax.set_ylabel("root-mean-square error")
 ax.set_title("error of the score-function gradient estimate");

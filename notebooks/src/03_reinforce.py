@@ -310,7 +310,7 @@ rl.plot_learning_curves(curves, window=20, threshold=475, ax=ax, title="REINFORC
 ax.set_ylabel("mean return of the last 20 episodes")
 ax.set_xlabel("environment steps")
 ax.set_ylim(0, 520)
-ax.legend(fontsize=7, loc="lower right");
+ax.legend(fontsize=8.5, loc="lower right");
 
 # %% [markdown]
 # In these runs the default variant reaches 475 in a few tens of thousands of env steps on each of its three

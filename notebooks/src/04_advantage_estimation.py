@@ -274,22 +274,22 @@ best_n = min(nstep_stats, key=lambda k: sum(nstep_stats[k]))
 print(f"lowest MSE: GAE λ={best_lam}, n-step n={best_n}")
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
 ax = axes[0]
 b2, v = np.array([gae_stats[k] for k in lambdas]).T
 ax.plot(b2, v, "o-", label="GAE: λ = 0 (right) ... 1 (left)")
 for lam, x, y in zip(lambdas, b2, v):
     if lam in (0.0, 0.5, 0.9, 1.0):
-        ax.annotate(f"λ={lam:g}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        ax.annotate(f"λ={lam:g}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=9)
 b2n, vn = np.array([nstep_stats[k] for k in ns]).T
 ax.plot(b2n, vn, "s--", label="n-step: n = 1 (right) ... 40 (left)")
 for n, x, y in zip(ns, b2n, vn):
     if n in (1, 3, 40):
-        ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(5, -10), fontsize=8)
+        ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(5, -10), fontsize=9)
 ax.set_xlabel("squared bias")
 ax.set_ylabel("variance")
 ax.set_title("estimating Q(s0, a0) with a noisy critic", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 ax = axes[1]
 ax.plot(lambdas, b2, label="squared bias")
 ax.plot(lambdas, v, label="variance")
@@ -297,7 +297,7 @@ ax.plot(lambdas, b2 + v, "k", lw=2, label="mean squared error")
 ax.set_xlabel("GAE λ")
 ax.set_ylabel("squared error of the estimate")
 ax.set_title(f"GAE, γ = 0.95, critic error σ = {sigma:g}", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout();
 
 # %% [markdown]
@@ -376,7 +376,7 @@ ax.axhline(0, color="k", lw=0.5)
 ax.set_xlabel("time step t in the rollout")
 ax.set_ylabel("mean error of the return estimate R̂_t")
 ax.set_title("GAE λ = 0.95 with the exact critic", fontsize=9)
-ax.legend(fontsize=8);
+ax.legend(fontsize=9);
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -412,7 +412,9 @@ from rlbook.widgets.trust_region_explorer import plot_trust_region, trust_region
 
 tr_panels = {"κ = 1, δ = 0.2": (1.0, 0.2), "κ = 3, δ = 0.2": (3.0, 0.2), "κ = 1, δ = 1": (1.0, 1.0)}
 tr_z_old = (-1.0, 1.0)  # logits of π_old for actions 1 and 2; θ_old = (z₁/κ, z₂)
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 7.6), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 tr_geo = {}
 for ax, (name, (tr_kappa, tr_delta)) in zip(axes, tr_panels.items()):
     tr_theta_old = (tr_z_old[0] / tr_kappa, tr_z_old[1])
@@ -502,26 +504,28 @@ print(f"rolling-20 return reached 475 after {steps_trpo} env steps ({len(hist_tr
 assert steps_trpo is not None and steps_trpo <= 100_000
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 5.6), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.episode_returns, ".", alpha=0.3, label="one episode")
 axes[0].plot(hist_trpo.episode_end_steps, hist_trpo.rolling_returns(20), label="mean of the last 20")
 axes[0].axhline(475, color="gray", ls=":")
 axes[0].set_xlabel("env steps")
 axes[0].set_ylabel("episode return")
 axes[0].set_title("return", fontsize=9)
-axes[0].legend(fontsize=8)
+axes[0].legend(fontsize=9)
 axes[1].plot(hist_trpo["env_steps"], hist_trpo["kl"], label="mean KL after the step")
 axes[1].axhline(cfg.max_kl, color="gray", ls=":", label="max_kl (δ)")
 axes[1].set_xlabel("env steps")
 axes[1].set_ylabel("KL(π_old‖π_θ), nats")
 axes[1].set_title("size of each accepted step", fontsize=9)
-axes[1].legend(fontsize=8)
+axes[1].legend(fontsize=9)
 axes[2].plot(hist_trpo["env_steps"], hist_trpo["expected_improvement"], label="predicted, gᵀs")
 axes[2].plot(hist_trpo["env_steps"], hist_trpo["surrogate_improvement"], label="realised")
 axes[2].set_xlabel("env steps")
 axes[2].set_ylabel("surrogate improvement")
 axes[2].set_title("predicted vs realised improvement", fontsize=9)
-axes[2].legend(fontsize=8)
+axes[2].legend(fontsize=9)
 fig.tight_layout();
 
 # %% [markdown]
@@ -614,7 +618,7 @@ for k in range(300):
     rows2.append((float(rl.categorical_kl(logits_old, cand).max()), float(mdp.expected_return(cand) - mdp.expected_return(logits_old)),
                   float(surrogate_J(mdp, logits_old, cand) - mdp.expected_return(logits_old)), occupancy_shift))
 kl2, dJ, dL, shift = map(np.array, zip(*rows2))
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), dpi=80)
 points = axes[0].scatter(dL, dJ, c=np.log10(kl2), s=8, cmap="viridis")
 lim = [min(dL.min(), dJ.min()), max(dL.max(), dJ.max())]
 axes[0].plot(lim, lim, "k:", lw=1)

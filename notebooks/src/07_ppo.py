@@ -152,7 +152,7 @@ print(f"{int(active.sum())} of 1000 samples clipped; their gradient is exactly 0
 # move $\varepsilon_{\text{low}}$, $\varepsilon_{\text{high}}$ and $\hat A$):
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.2), dpi=80)
 plot_clip_objective(advantage=1.0, clip_eps_low=0.2, ax=axes[0])
 plot_clip_objective(advantage=-1.0, clip_eps_low=0.2, ax=axes[1])
 fig.tight_layout();
@@ -237,7 +237,7 @@ print(f"PPO reached a rolling-20 return of 475 after {steps_ppo} env steps; "
 assert steps_ppo is not None and rolling.max() >= 475
 
 # %%
-fig, axes = plt.subplots(2, 3, figsize=(13, 6), dpi=80)
+fig, axes = plt.subplots(3, 2, figsize=(8.4, 8.4), dpi=80)
 steps_axis = hist_ppo["env_steps"]
 panels = [
     ("approx_kl", "approximate KL, nats", "KL(π_old‖π_θ) after each update (k3 estimate)"),
@@ -251,15 +251,15 @@ axes[0, 0].plot(hist_ppo.episode_end_steps, rolling, label="mean of the last 20"
 axes[0, 0].axhline(475, color="gray", ls=":")
 axes[0, 0].set_ylabel("episode return")
 axes[0, 0].set_title("return", fontsize=9)
-axes[0, 0].legend(fontsize=8)
+axes[0, 0].legend(fontsize=9)
 for ax, (key, ylabel, title) in zip(axes.flat[1:], panels):
     ax.plot(steps_axis, hist_ppo[key], color="C1" if key != "approx_kl" else "C0")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
 axes[0, 1].set_yscale("log")
 axes[0, 1].axhline(cfg.target_kl, color="gray", ls=":", label="target_kl (early stop)")
-axes[0, 1].legend(fontsize=8)
-axes[1, 0].axhline(0, color="gray", ls=":")
+axes[0, 1].legend(fontsize=9)
+axes.flat[3].axhline(0, color="gray", ls=":")  # explained variance
 for ax in axes.flat:
     ax.set_xlabel("env steps")
 fig.tight_layout();

@@ -233,7 +233,7 @@ fig, ax = plt.subplots(figsize=(5, 2.8), dpi=80)
 ax.plot(sft_history["loss"], lw=0.8, label="batch loss")
 ax.plot(rl.rolling_mean(sft_history["loss"], 25), lw=1.5, label="rolling mean (25)")
 ax.set_xlabel("SFT step"); ax.set_ylabel("cross-entropy (nats / token)")
-ax.set_ylim(0, 3); ax.legend(fontsize=8); ax.set_title("Supervised training from scratch", fontsize=9)
+ax.set_ylim(0, 3); ax.legend(fontsize=9); ax.set_title("Supervised training from scratch", fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -288,7 +288,7 @@ curve = [rl.pass_at_k(n_samples, sft_eval["num_correct"], int(k)).mean() for k i
 fig, ax = plt.subplots(figsize=(5, 2.8), dpi=80)
 ax.plot(ks, curve, "o-", ms=3, label="pass@k (held-out)")
 ax.axhline(sft_eval["greedy_accuracy"], color="C2", ls="--", label="greedy accuracy")
-ax.set_xlabel("k"); ax.set_ylabel("probability"); ax.set_ylim(0, 1.02); ax.legend(fontsize=8)
+ax.set_xlabel("k"); ax.set_ylabel("probability"); ax.set_ylim(0, 1.02); ax.legend(fontsize=9)
 ax.set_title("After SFT: the gap between pass@1 and pass@k is the room for RL", fontsize=9)
 plt.tight_layout();
 

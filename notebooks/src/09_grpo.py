@@ -181,7 +181,7 @@ ax.set_xlabel("K correct answers in the group (G = 8)")
 ax.set_ylabel("advantage of a correct answer")
 ax.axhline(0, color="k", lw=0.8)
 ax.set_title("How hard a correct answer is pushed, by estimator", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -300,19 +300,19 @@ for mode in ["seq_mean_token_mean", "token_mean", "fixed_length_mean"]:
 # %%
 rewards6 = [1, 0, 1, 0, 1, 0]
 lengths6 = [2, 2, 6, 6, 12, 12]
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
 x = np.arange(6)
 for j, mode in enumerate(["seq_mean_token_mean", "token_mean", "fixed_length_mean"]):
     push = ae.per_token_weights_for_group(rewards6, lengths6, "grpo_no_std", mode, max_length=12)
     axes[0].bar(x + 0.27 * (j - 1), push.sum(axis=1), width=0.27, label=ae.AGGREGATION_LABELS[mode])
     axes[1].bar(x + 0.27 * (j - 1), push[:, 0], width=0.27, label=ae.AGGREGATION_LABELS[mode])
 for ax, title in zip(axes, ["Total push on the answer  Σ_t Â·w", "Push on each token  Â·w"]):
-    ax.set_xticks(x, [f"r={r}\nL={n}" for r, n in zip(rewards6, lengths6)], fontsize=8)
+    ax.set_xticks(x, [f"r={r}\nL={n}" for r, n in zip(rewards6, lengths6)], fontsize=9)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("answer: reward r, length L (tokens)", fontsize=8)
+    ax.set_xlabel("answer: reward r, length L (tokens)", fontsize=9)
 # one legend for both panels, in its own strip below the axis labels
-fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8.5, frameon=False)
 fig.tight_layout(rect=(0, 0.1, 1, 1));
 
 # %% [markdown]
@@ -470,11 +470,11 @@ DIAGNOSTICS = {
     "frac_zero_variance_groups": ("Groups with no signal", "share of groups"),
     "clip_fraction": ("Tokens whose ratio is clipped", "share of tokens"),
 }
-fig, axes = plt.subplots(1, 4, figsize=(13, 2.8), dpi=80)
-for ax, (key, (title, ylabel)) in zip(axes, DIAGNOSTICS.items()):
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 5.2), dpi=80)
+for ax, (key, (title, ylabel)) in zip(axes.flat, DIAGNOSTICS.items()):
     ax.plot(np.asarray(history[key], dtype=float))
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("GRPO step"); ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_xlabel("GRPO step"); ax.set_ylabel(ylabel, fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -496,15 +496,15 @@ assert float(np.max(history["clip_fraction"])) == 0.0, "with one pass per batch 
 # %%
 by_position = history["entropy_by_position"]  # (steps, max_new_tokens); NaN where no answer is that long
 POSITIONS = ["hundreds digit", "tens digit", "units digit", "EOS"]
-fig, axes = plt.subplots(1, 2, figsize=(11, 2.8), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.0), dpi=80)
 axes[0].plot(history["entropy"])
 axes[0].set_title("Mean token entropy of the sampled answers", fontsize=9)
 for t, name in enumerate(POSITIONS):
     axes[1].plot(by_position[:, t], label=name)
 axes[1].set_title("By position in the answer", fontsize=9)
-axes[1].legend(fontsize=8)
+axes[1].legend(fontsize=9)
 for ax in axes:
-    ax.set_xlabel("GRPO step"); ax.set_ylabel("nats per token", fontsize=8)
+    ax.set_xlabel("GRPO step"); ax.set_ylabel("nats per token", fontsize=9)
 plt.tight_layout();
 first, last = by_position[:5, :4].mean(axis=0), by_position[-5:, :4].mean(axis=0)
 for name, a, b in zip(POSITIONS, first, last):
@@ -537,14 +537,16 @@ rl.claim("it falls at every digit, by more than half", max(last[:3] / first[:3])
 offpolicy_config = rl.GRPOConfig(num_steps=rl.by_size(small=30, full=150), num_inner_epochs=4, kl_coef=0.04, seed=0)
 offpolicy_history = rl.train_grpo(copy.deepcopy(sft_start), tok, task, offpolicy_config)
 steps = offpolicy_config.num_steps
-fig, axes = plt.subplots(1, 3, figsize=(12, 2.8), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 5.2), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 for ax, key in zip(axes, ["reward", "kl", "clip_fraction"]):
     title, ylabel = DIAGNOSTICS[key]
     ax.plot(np.asarray(history[key], dtype=float)[:steps], label="μ = 1, β = 0 (the run above)")
     ax.plot(np.asarray(offpolicy_history[key], dtype=float), label="μ = 4, β = 0.04")
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("GRPO step"); ax.set_ylabel(ylabel, fontsize=8)
-axes[0].legend(fontsize=8)
+    ax.set_xlabel("GRPO step"); ax.set_ylabel(ylabel, fontsize=9)
+axes[0].legend(fontsize=9)
 plt.tight_layout();
 clip_share = float(np.mean(offpolicy_history["clip_fraction"]))
 print(f"μ = 4, β = 0.04: mean clipped share {clip_share:.3f}, final KL {float(offpolicy_history['kl'][-1]):.4f} nats/token, "
@@ -620,7 +622,9 @@ rl.report_headline(
 ae.advantage_explorer()
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.0), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 ae.plot_advantages([1, 0, 0, 0, 0, 0, 0, 0], [4, 4, 4, 4, 4, 4, 12, 12], "grpo", "seq_mean_token_mean", ax=axes[0])
 ae.plot_advantages([1, 0, 0, 0, 0, 0, 0, 0], [4, 4, 4, 4, 4, 4, 12, 12], "maxrl", "token_mean", ax=axes[1])
 ae.plot_advantages([1, 1, 1, 1], [4, 4, 4, 4], "grpo", "token_mean", ax=axes[2])
@@ -728,7 +732,7 @@ if HAVE_TRL:
     fig, ax = plt.subplots(figsize=(5, 2.8), dpi=80)
     ax.plot(np.asarray(book_history["reward"], dtype=float), label="rlbook.train_grpo")
     ax.plot(trl_rewards, label="TRL GRPOTrainer")
-    ax.set_xlabel("GRPO step"); ax.set_ylabel("mean reward"); ax.legend(fontsize=8)
+    ax.set_xlabel("GRPO step"); ax.set_ylabel("mean reward"); ax.legend(fontsize=9)
     ax.set_title("One recipe, two trainers: training reward", fontsize=9)
     plt.tight_layout()
     print(f"held-out pass@1 before: {before['pass@1']:.3f}")

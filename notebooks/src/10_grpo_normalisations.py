@@ -164,7 +164,7 @@ for (name, aggregate), mode in zip(aggregations.items(), modes):
     ax.plot(lengths, grad[:, 0], "o-", label=name)
     print(f"{name:<28} weight of one token, answers of 4/8/18/24 tokens: {np.round(grad[:, 0].numpy(), 4)}")
 ax.set_xlabel("answer length |o_i| (tokens)"); ax.set_ylabel("weight of each of its tokens")
-ax.set_title("How hard each token is pushed, by aggregation", fontsize=10); ax.legend(fontsize=7);
+ax.set_title("How hard each token is pushed, by aggregation", fontsize=10); ax.legend(fontsize=8.5);
 
 # %% [markdown]
 # Only the per-answer mean gives a token of a 4-token answer six times the weight of a token of a
@@ -256,7 +256,9 @@ def smooth(x, width=5):
     return np.convolve(x, np.ones(width) / width, mode="valid")
 
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 5.6), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 for name, history in runs.items():
     axes[0].plot(smooth(history["reward"]), label=name)
     axes[1].plot(smooth(history["length_correct"]), label=name)
@@ -264,7 +266,7 @@ for name, history in runs.items():
 for ax, title in zip(axes, ("Training reward", "Length of right answers", "Length of wrong answers")):
     ax.set_title(title, fontsize=10); ax.set_xlabel("GRPO step (5-step mean)")
 axes[0].set_ylabel("mean reward"); axes[1].set_ylabel("tokens"); axes[2].set_ylabel("tokens")
-axes[0].legend(fontsize=8); plt.tight_layout();
+axes[0].legend(fontsize=9); plt.tight_layout();
 
 # %% [markdown]
 # What happened in this run (one seed). Under `dr_grpo` the model learned to show its working: by
@@ -382,7 +384,7 @@ fig, ax = plt.subplots(figsize=(5.5, 2.8), dpi=80)
 for name, history in runs.items():
     ax.plot(smooth(history["entropy"]), label=name)
 ax.set_title("Mean token entropy of the sampled answers (this run)", fontsize=9)
-ax.set_xlabel("GRPO step (5-step mean)"); ax.set_ylabel("nats per token"); ax.legend(fontsize=8)
+ax.set_xlabel("GRPO step (5-step mean)"); ax.set_ylabel("nats per token"); ax.legend(fontsize=9)
 plt.tight_layout();
 dynamics = rl.benchmark_results("entropy_dynamics")
 final_entropy = {c: np.array([r["final_entropy"] for r in sorted(dynamics["runs"], key=lambda r: r["seed"])
@@ -473,7 +475,7 @@ for comparison in steps.values():
     print(" ", comparison)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), dpi=100)
+fig, axes = plt.subplots(2, 1, figsize=(8.4, 6.8), dpi=80)
 means = np.array([summary[n]["pass@1"][0] for n in ABLATION])
 errors = np.array([[summary[n]["pass@1"][0] - summary[n]["pass@1"][1], summary[n]["pass@1"][2] - summary[n]["pass@1"][0]]
                    for n in ABLATION]).T
@@ -486,14 +488,14 @@ paper_axis.plot(x, [DAPO_PAPER[n] - DAPO_PAPER["grpo_b0"] for n in ABLATION], "k
                 label="DAPO paper (32B model): AIME'24 gain over naive GRPO, points (right axis)")
 paper_axis.set_ylabel("paper: gain in AIME'24 avg@32, points"); paper_axis.set_ylim(-2, 22)
 handles = axes[0].get_legend_handles_labels()[0] + paper_axis.get_legend_handles_labels()[0]
-axes[0].legend(handles, [h.get_label() for h in handles], fontsize=7, loc="lower right")
+axes[0].legend(handles, [h.get_label() for h in handles], fontsize=8.5, loc="lower right")
 diffs = [steps[b] for b in ABLATION[1:]]
 axes[1].errorbar(x[1:], [c.mean_diff for c in diffs],
                  yerr=[[c.mean_diff - c.ci_low for c in diffs], [c.ci_high - c.mean_diff for c in diffs]], fmt="o", capsize=4)
 axes[1].axhline(0, color="gray", lw=1)
 axes[1].set_ylabel("change in pass@1 (paired)"); axes[1].set_title("Each part's effect, 95 % CI over seeds", fontsize=11)
 for ax in axes:
-    ax.set_xticks(x); ax.set_xticklabels(ABLATION, rotation=20, fontsize=8, ha="right")
+    ax.set_xticks(x); ax.set_xticklabels(ABLATION, rotation=20, fontsize=9, ha="right")
 plt.tight_layout();
 
 # %% [markdown]
@@ -634,7 +636,7 @@ fig, ax = plt.subplots(figsize=(6, 3), dpi=80)
 for name, curve in curves.items():
     ax.plot(ks, curve, "o-", label=name)
 ax.set_xscale("log", base=2); ax.set_xlabel("k (samples per question)"); ax.set_ylabel("pass@k, hard questions")
-ax.set_title("pass@k before and after RL, on the hard quarter", fontsize=10); ax.legend(fontsize=8);
+ax.set_title("pass@k before and after RL, on the hard quarter", fontsize=10); ax.legend(fontsize=9);
 
 # %% [markdown]
 # Both RL runs raise pass@1 on the hard questions a long way (paired over the questions; one

@@ -84,12 +84,14 @@ offpolicy_config = rl.GRPOConfig(**RUN, num_steps=rl.by_size(small=20, full=80),
                                  num_minibatches=2, kl_coef=0.04)
 offpolicy_policy = copy.deepcopy(sft_policy)
 offpolicy = rl.train_grpo(offpolicy_policy, tok, task, offpolicy_config)
-fig, axes = plt.subplots(1, 3, figsize=(12, 2.8), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 5.2), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 for ax, (key, title, unit) in zip(axes, [("clip_fraction", "Tokens whose gradient the clip zeroes", "share of tokens"),
                                          ("ratio_std", "Spread of the ratio ρ (last pass)", "std of ρ"),
                                          ("kl", "KL to the supervised model (k3)", "nats per token")]):
     ax.plot(np.asarray(offpolicy[key], dtype=float))
-    ax.set_title(title, fontsize=9); ax.set_xlabel("step"); ax.set_ylabel(unit, fontsize=8)
+    ax.set_title(title, fontsize=9); ax.set_xlabel("step"); ax.set_ylabel(unit, fontsize=9)
 plt.tight_layout()
 print(f"mean over steps: clip fraction {np.mean(offpolicy['clip_fraction']):.4f}, std of ρ {np.mean(offpolicy['ratio_std']):.3f}, "
       f"KL {np.mean(offpolicy['kl']):.4f}; reward {offpolicy['reward'][0]:.2f} -> {offpolicy['reward'][-1]:.2f}")
@@ -168,7 +170,7 @@ for name, sel in (("rare", rare), ("likely", common)):
     print("          share flagged by " + ", ".join(f"{k} {v[sel].float().mean():.2f}" for k, v in flags.items()))
 assert torch.all(binary_tv <= tv_exact + 1e-6), "the binary TV is a lower bound of the exact TV"
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.2), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
 sc = axes[0].scatter(tv_exact, (ratio - 1).abs(), c=p_old.log10(), s=6, cmap="viridis")
 axes[0].set_xscale("log"); axes[0].set_yscale("log")
 axes[0].set_xlabel("exact TV of the position"); axes[0].set_ylabel("|ρ − 1| of the sampled token")
@@ -352,14 +354,15 @@ for name, kw in settings.items():
     print(f"{name:<28} tokens with a gradient: {kept[name].float().mean():.3f} of those with a non-zero advantage")
 rare_signal = (p_old < 0.1)[(advantages != 0).expand_as(mask)[mask]]
 with_advantage = (advantages != 0).expand_as(mask)[mask]  # over the completion tokens
-fig, axes = plt.subplots(1, 4, figsize=(14, 2.9), dpi=80, sharey=True)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 5.6), dpi=80, sharey=True)
+axes = axes.ravel()  # four panels in a 2 × 2 grid
 for ax, (name, keep) in zip(axes, kept.items()):
     x, y = p_old[with_advantage], ratio[with_advantage]
     ax.scatter(x[keep], y[keep], s=4, color="tab:gray", label="gradient kept")
     ax.scatter(x[~keep], y[~keep], s=4, color="tab:red", label="no gradient")
     ax.set_xscale("log"); ax.set_yscale("log"); ax.axhline(1.0, color="k", lw=0.6)
     ax.set_title(f"{name}: {keep.float().mean():.0%} kept", fontsize=9); ax.set_xlabel("π_old(token)")
-axes[0].set_ylabel("ρ = π_θ / π_old"); axes[0].legend(fontsize=7, markerscale=3)
+axes[0].set_ylabel("ρ = π_θ / π_old"); axes[2].set_ylabel("ρ = π_θ / π_old"); axes[0].legend(fontsize=8.5, markerscale=3)
 plt.tight_layout();
 
 # %% [markdown]
@@ -489,7 +492,7 @@ rl.claim("less than half the push", magistral[:8].abs().sum() / magistral[8:16].
 
 # %%
 lengths = mask.sum(1).double()
-fig, axes = plt.subplots(1, 2, figsize=(11, 3), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), dpi=80)
 AGGREGATION_STYLES = {"GRPO (per-answer mean)": ("seq_mean_token_mean", "o", 40, "C0"),
                       "DAPO (token mean)": ("token_mean", "s", 16, "C1"),
                       "ScaleRL (prompt mean)": ("prompt_mean", "^", 16, "C2")}
@@ -506,7 +509,7 @@ for label, (mode, marker, size, color) in AGGREGATION_STYLES.items():
         assert torch.allclose(per_prompt, torch.full_like(per_prompt, 1 / 32))
 axes[0].set_xlabel("mean answer length of the prompt's group (tokens)"); axes[0].set_ylabel("total weight of the prompt")
 axes[1].set_xlabel("answer length (tokens)"); axes[1].set_ylabel("weight of one of its tokens"); axes[1].set_yscale("log")
-axes[0].legend(fontsize=7); plt.tight_layout();
+axes[0].legend(fontsize=8.5); plt.tight_layout();
 
 # %% [markdown]
 # **Zero-variance filtering.** A group whose answers are all right (or all wrong) has zero advantages,
@@ -638,7 +641,7 @@ for (name, (compute, reward, fit)), color in zip(curves.items(), ("tab:blue", "t
     ax.plot(grid, rl.sigmoid_compute_curve(grid, fit["r0"], fit["asymptote"], fit["c_mid"], fit["exponent"]), color=color,
             label=f"fit: A = {fit['asymptote']:.2f}, C_mid {c_mid_text(fit, run_identified[name])}")
 ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("held-out pass@1 (100 problems)")
-ax.set_title("Sigmoid compute curves (11.1)", fontsize=10); ax.legend(fontsize=7);
+ax.set_title("Sigmoid compute curves (11.1)", fontsize=10); ax.legend(fontsize=8.5);
 
 # %% [markdown]
 # Both curves are fitted well (small residuals). Whether a fit pins down $C_{\text{mid}}$ is decided by
@@ -801,13 +804,13 @@ for name in FAMILY + ONE_CHANGE + ["dapo_1_overlong_filter", "dapo_2_clip_higher
 # %%
 names = FAMILY + ONE_CHANGE
 order = np.argsort([-summary[n]["pass@1"][0] for n in names])
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), dpi=80, gridspec_kw={"width_ratios": [1, 1.35]})
+fig, axes = plt.subplots(2, 1, figsize=(8.4, 9.0), dpi=80)
 means = np.array([summary[names[i]]["pass@1"][0] for i in order])
 errors = np.array([[summary[names[i]]["pass@1"][0] - summary[names[i]]["pass@1"][1],
                     summary[names[i]]["pass@1"][2] - summary[names[i]]["pass@1"][0]] for i in order]).T
 axes[0].barh([names[i] for i in order], means, xerr=errors, color="tab:blue", alpha=0.8)
 axes[0].axvline(np.mean(bench["before"]["pass@1"]), color="gray", ls=":")
-axes[0].set_xlim(0.3, 1.0); axes[0].invert_yaxis(); axes[0].tick_params(axis="y", labelsize=7)
+axes[0].set_xlim(0.3, 1.0); axes[0].invert_yaxis(); axes[0].tick_params(axis="y", labelsize=9)
 axes[0].set_xlabel(f"held-out pass@1 (mean, 95 % CI, {len(bench['seeds'])} seeds; dotted: before RL)")
 markers = "osD^v<>pPX*h"
 for i, n in enumerate(names):  # one colour and marker per configuration, named in the legend (labels beside the points overlap)
@@ -815,7 +818,7 @@ for i, n in enumerate(names):  # one colour and marker per configuration, named 
                      color=plt.cm.tab20(i % 20), label=n, elinewidth=0.8,
                      xerr=[[summary[n]["len_right"][0] - summary[n]["len_right"][1]], [summary[n]["len_right"][2] - summary[n]["len_right"][0]]],
                      yerr=[[summary[n]["pass@1"][0] - summary[n]["pass@1"][1]], [summary[n]["pass@1"][2] - summary[n]["pass@1"][0]]])
-axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+axes[1].legend(fontsize=8.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 axes[1].set_xlabel("mean tokens of right answers"); axes[1].set_ylabel("held-out pass@1")
 axes[1].set_title("Accuracy against the length of right answers (95 % CIs)", fontsize=9)
 plt.tight_layout();
@@ -1238,7 +1241,7 @@ for (name, runs), color in zip(hard_runs.items(), ("tab:blue", "tab:orange")):
         ax.plot(grid, rl.sigmoid_compute_curve(grid, r["r0"], r["A"], r["C_mid"], r["B"]), color=color, lw=1,  # the fit, identified or not
                 label=name if r is runs[0] else None)
 ax.set_xscale("log"); ax.set_xlabel("completions generated"); ax.set_ylabel("held-out pass@1 (100 problems)")
-ax.set_title("3-digit problems: three seeds per configuration, each with its fit (11.1)", fontsize=10); ax.legend(fontsize=7);
+ax.set_title("3-digit problems: three seeds per configuration, each with its fit (11.1)", fontsize=10); ax.legend(fontsize=8.5);
 
 # %% [markdown] tags=["solution"]
 # The harder task leaves room above both configurations: before RL the supervised models solve between

@@ -247,7 +247,7 @@ ax.loglog(ns, predicted, "-", label=r"predicted $\sqrt{\mathrm{tr}(F^+)/(nK)}$")
 ax.set_xlabel("comparisons n")
 ax.set_ylabel("RMSE per arm (centred)")
 ax.set_title("Bradley–Terry MLE on a 5-armed bandit", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -384,7 +384,7 @@ ax.set_xticks(SIZES, [str(n) for n in SIZES])
 ax.set_xlabel("comparisons N (100 steps of 32 pairs each)")
 ax.set_ylabel("held-out pair accuracy")
 ax.set_title("Reward model accuracy against the gold order", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -581,24 +581,24 @@ for beta in betas:
     curve["kl"].append(rl.categorical_kl(pi_star.log(), ref_probs.log()).item())
     curve["value"].append(rl.kl_regularised_value(ref_probs, gold, float(beta)).item())
 shown = torch.argsort(ref_probs, descending=True)[:12].sort().values  # the 12 likeliest answers, in numeric order
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), dpi=80)
+fig, axes = plt.subplots(2, 1, figsize=(8.4, 6.6), dpi=80)
 width = 0.2
 for k, beta in enumerate([None, 4.0, 1.0, 0.5]):
     probs = ref_probs if beta is None else rl.kl_regularised_optimum(ref_probs, gold, beta)
     axes[0].bar(np.arange(12) + (k - 1.5) * width, probs[shown].numpy(), width=width,
                 label="π_ref" if beta is None else f"π*, β = {beta:g}")
-axes[0].set_xticks(np.arange(12), [f"{ANSWERS[i]}\n{gold[i].item():+.1f}" for i in shown], fontsize=7)
-axes[0].set_xlabel(f"answer to {PROMPT} and its gold reward", fontsize=8)
+axes[0].set_xticks(np.arange(12), [f"{ANSWERS[i]}\n{gold[i].item():+.1f}" for i in shown], fontsize=8.5)
+axes[0].set_xlabel(f"answer to {PROMPT} and its gold reward", fontsize=9)
 axes[0].set_ylabel("probability")
 axes[0].set_yscale("log")
 axes[0].set_title("π* = π_ref·exp(r/β)/Z on the model's likeliest answers", fontsize=9)
-axes[0].legend(fontsize=7, ncol=2)
+axes[0].legend(fontsize=8.5, ncol=2)
 axes[1].semilogx(betas, curve["reward"], label="E_π*[r_gold]")
 axes[1].semilogx(betas, curve["value"], "--", label="β·log Z (the optimal value)")
 axes[1].semilogx(betas, curve["kl"], label="KL(π*‖π_ref), nats")
 axes[1].set_xlabel("β")
 axes[1].set_title("The trade-off as β moves", fontsize=9)
-axes[1].legend(fontsize=8)
+axes[1].legend(fontsize=9)
 plt.tight_layout();
 pi_ref_right = ref_probs[right].item()
 
@@ -787,7 +787,7 @@ for name, kl in exact_kl.items():
 ax.set_xlabel("N")
 ax.set_ylabel("KL(π_N ‖ π_ref), nats")
 ax.set_title("Best-of-N's KL: the formula is an upper bound", fontsize=9)
-ax.legend(fontsize=7)
+ax.legend(fontsize=8.5)
 plt.tight_layout();
 
 # %% [markdown]
@@ -846,11 +846,11 @@ ax.plot(np.sqrt(curve["kl"]), curve["reward"], "-", label="π*_β (β from 20 do
 root_kl = np.sqrt(np.maximum(model_kl, 0.0))  # N = 1 is π_ref itself: its KL is 0 up to rounding, a hair either side
 ax.plot(root_kl, bon_reward, "o", ms=4, label="best-of-N (N = 1, 2, 4, …, 1024)")
 for n, x, y in zip(Ns[:3], root_kl[:3], bon_reward[:3]):
-    ax.annotate(f"N={n}", (x, y), textcoords="offset points", xytext=(6, -10), fontsize=7)
+    ax.annotate(f"N={n}", (x, y), textcoords="offset points", xytext=(6, -10), fontsize=8.5)
 ax.set_xlabel("√KL(· ‖ π_ref), √nats")
 ax.set_ylabel(f"expected gold reward on {PROMPT}")
 ax.set_title("Best-of-N against the KL-regularised frontier", fontsize=9)
-ax.legend(fontsize=8, loc="lower right")
+ax.legend(fontsize=9, loc="lower right")
 plt.tight_layout();
 
 # %% [markdown]
@@ -884,8 +884,9 @@ assert all(a > b for a, b in zip(gaps[:3], gaps[1:4])), "the gap shrinks as N gr
 # %%
 from rlbook.widgets.preference_explorer import FIGSIZE, plot_preference, preference_explorer, preference_readout
 
-fig, axes = plt.subplots(1, 3, figsize=FIGSIZE)
-plot_preference(0.5, 4, axes=axes)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.6), dpi=80)
+fig.delaxes(axes[1, 1])
+plot_preference(0.5, 4, axes=axes.ravel()[:3])
 fig.tight_layout()
 print(preference_readout(0.5, 4)[0]);
 
@@ -949,7 +950,7 @@ for selector in measured:
     print(f"{selector:>13}: mean gold reward by N  " + "  ".join(f"{n}: {v:+.2f}" for n, v in zip(Ns, mean_gold[selector])))
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.3), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), dpi=80)
 for selector, style in (("gold reward", "o-"), ("reward model", "s-")):
     axes[0].plot(np.sqrt(mean_kl[selector]), mean_gold[selector], style, ms=4, label=f"best-of-N by the {selector}")
 axes[1].plot(np.sqrt(mean_kl["reward model"]), measured["reward model"]["proxy"].mean(0), "s-", ms=4, color="C1")
@@ -959,7 +960,7 @@ axes[0].set_title("What the selection bought, by the gold reward", fontsize=9)
 axes[1].set_title("What the reward model believes it bought", fontsize=9)
 for ax in axes:
     ax.set_xlabel("√KL(π_N ‖ π_ref), √nats (N = 1, 2, 4, …, 1024)")
-axes[0].legend(fontsize=8)
+axes[0].legend(fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -1047,7 +1048,7 @@ rl.claim_comparison("the gold reward of the second kind of draw is higher at $N 
 rl.claim("by about 0.03 (printed below)", draws.mean_diff, 0.03)
 rl.claim("fits between 0.55 and 0.61 of them", min(rm_fit["train, 1,000 pairs"]), 0.55, abs=0.005)
 rl.claim("fits between 0.55 and 0.61 of them", max(rm_fit["train, 1,000 pairs"]), 0.61, abs=0.005)
-fig, axes = plt.subplots(2, 2, figsize=(10, 5.6), dpi=80, sharex="col")
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 5.8), dpi=80, sharex="col")
 for col, (name, label) in enumerate((("best_of_n", "best-of-N on the reward model"), ("rl", "GRPO on the reward model"))):
     for r in oo_runs:
         curve = r[name]
@@ -1064,7 +1065,7 @@ axes[0, 0].plot(d_grid, np.mean([d_grid * (f["alpha"] - f["beta"] * d_grid) for 
                 label="d(α − βd), mean of the seeds' fits")
 axes[0, 0].plot(np.sqrt(bon_bound), np.mean([np.array(r["best_of_n"]["gold"]) - r["best_of_n"]["gold"][0] for r in oo_runs], 0),
                 ":", color="grey", lw=1.5, label="mean curve placed at the bound (12.9)")
-axes[0, 0].legend(fontsize=8)
+axes[0, 0].legend(fontsize=9)
 plt.tight_layout()
 
 
@@ -1212,7 +1213,7 @@ for name in ("best_of_n", "rl"):
 order_vs = rl.compare(fit_acc["held_out_gold_order"], [r["reward_model_accuracy"]["held_out_gold_order"] for r in oo_runs],
                       names=("fitted: held-out gold order", "under-fitted"))
 print(order_vs)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), dpi=80)
 for ax, (name, label) in zip(axes, (("best_of_n", "best-of-N"), ("rl", "GRPO"))):
     for runs_, tag, colour in ((oo_runs, "40 updates at 1e-4", "C0"), (oo_fit_runs, "fitted", "C3")):
         d_mean = np.mean([r[name]["d"] for r in runs_], 0)
@@ -1224,7 +1225,7 @@ for ax, (name, label) in zip(axes, (("best_of_n", "best-of-N"), ("rl", "GRPO")))
     ax.set_title(f"{label}: mean of ten seeds", fontsize=9)
     ax.set_xlabel("d = √KL, √nats")
 axes[0].set_ylabel("gain over π_sft")
-axes[0].legend(fontsize=7)
+axes[0].legend(fontsize=8.5)
 plt.tight_layout();
 rl.claim("between 0.68 and 0.70", min(sel["by"]["0.0001"]["25"]["val_loss"] for sel in selection["selection"]), low=0.68, high=0.70)
 rl.claim("between 0.68 and 0.70", max(sel["by"]["0.0001"]["25"]["val_loss"] for sel in selection["selection"]), low=0.68, high=0.70)
@@ -1433,7 +1434,7 @@ ax.set_xscale("log", base=2)
 ax.set_xlabel("N")
 ax.set_ylabel("gold reward (mean of 12 prompts)")
 ax.set_title("Best-of-N by one reward model or an ensemble of five", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]

@@ -271,7 +271,7 @@ wrong_mass.update({"π*": pi_star[undefeated_wrong].sum().item(), "π_ref": ref_
 print("mass on the wrong answers that were never beaten: " + ", ".join(f"{k} {v:.4f}" for k, v in wrong_mass.items()))
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), dpi=80)
 for name, style in (("DPO", "-"), ("IPO", "--")):
     axes[0].plot(tabular[name]["step"], tabular[name]["kl_ref"], style, label=name)
     axes[1].plot(tabular[name]["step"], tabular[name]["kl_star"], style, label=name)
@@ -280,7 +280,7 @@ axes[0].set_ylabel("KL(π_θ ‖ π_ref), nats")
 axes[1].set_ylabel("KL(π_θ ‖ π*), nats")
 for ax in axes:
     ax.set_xlabel("Adam steps on 64 pairs (tabular policy)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
 axes[0].set_title("DPO keeps moving away from π_ref", fontsize=9)
 axes[1].set_title("… and past π*", fontsize=9)
 plt.tight_layout();
@@ -427,7 +427,7 @@ history = rl.algos.dpo.train_dpo(dpo_policy, sft_policy, tok, pairs.prompts, str
 chosen_lp, rejected_lp = history["chosen_log_prob"], history["rejected_log_prob"]
 window = 8
 smooth = lambda x: np.convolve(x, np.ones(window) / window, mode="valid")
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
 steps = np.arange(window, len(chosen_lp) + 1)
 axes[0].plot(steps, smooth(chosen_lp), label="chosen answers y_w")
 axes[0].plot(steps, smooth(rejected_lp), label="rejected answers y_l")
@@ -438,7 +438,7 @@ axes[1].set_ylabel("implicit-reward margin, mean r̂(y_w) − r̂(y_l)")
 axes[1].set_title("… while the margin grows", fontsize=9)
 for ax in axes:
     ax.set_xlabel(f"DPO update (mean of {window}, each on 32 pairs)")
-axes[0].legend(fontsize=8)
+axes[0].legend(fontsize=9)
 plt.tight_layout();
 start_c, end_c = chosen_lp[:window].mean(), chosen_lp[-window:].mean()
 start_r, end_r = rejected_lp[:window].mean(), rejected_lp[-window:].mean()
@@ -491,7 +491,7 @@ curves = {
     "IPO (τ = 0.25: target 2)": rl.ipo_loss(margin, zero, zero, zero, 0.25),
     "SimPO (β = 1, γ = 1)": rl.simpo_loss(margin, zero, 1.0, 1.0),
 }
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
 for name, loss in curves.items():
     (grad,) = torch.autograd.grad(loss.sum(), margin)
     axes[0].plot(margin.detach(), loss.detach(), label=name)
@@ -501,9 +501,9 @@ axes[1].set_ylim(-1.2, 4.2)
 axes[0].set_ylabel("per-pair loss")
 axes[1].set_ylabel("−∂loss/∂margin (the gradient weight)")
 for ax in axes:
-    ax.set_xlabel("margin: h_log (DPO, IPO); mean log-prob difference (SimPO)", fontsize=8)
+    ax.set_xlabel("margin: h_log (DPO, IPO);\nmean log-prob difference (SimPO)", fontsize=9)
     ax.axvline(0, color="grey", lw=0.5)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
 plt.tight_layout();
 
 # %%
@@ -604,7 +604,7 @@ for method, name in FAMILY.items():
                                   for k, c in ((k, rl.mean_ci(v)) for k, v in matched[method].items())))
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), dpi=80)
+fig, axes = plt.subplots(2, 1, figsize=(8.4, 6.8), dpi=80)
 for k, (method, name) in enumerate(FAMILY.items()):
     for ax, metric in zip(axes, ("gold", "length")):
         ax.scatter(sweep[method]["kl"].ravel(), sweep[method][metric].ravel(), s=6, color=f"C{k}", alpha=0.35)
@@ -616,7 +616,7 @@ for ax, metric, label in zip(axes, ("gold", "length"), ("gold reward r* (held ou
     ax.set_ylabel(label)
 axes[0].set_title("Lines: each method's sweep, mean over the seeds; dots: single seeds", fontsize=9)
 axes[1].set_title("Dashed: the KL at which the methods are compared", fontsize=9)
-axes[0].legend(fontsize=7)
+axes[0].legend(fontsize=8.5)
 plt.tight_layout();
 
 # %%
@@ -764,7 +764,7 @@ for m in METHODS:
     print(f"{LABELS[m]:<28}" + "".join(f"{c[0]:8.3f} [{c[1]:6.3f}, {c[2]:6.3f}]" for c in cells + [pref]))
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), dpi=80)
+fig, axes = plt.subplots(2, 1, figsize=(8.4, 7.0), dpi=80)
 for k, m in enumerate(METHODS):
     axes[0].scatter(per_seed[m]["kl"], per_seed[m]["gold"], s=14, color=f"C{k}", label=LABELS[m])
     mean, low, high = rl.mean_ci(per_seed[m]["gold"])
@@ -773,8 +773,8 @@ for k, m in enumerate(METHODS):
 axes[0].set_xlabel("KL(π ‖ π_sft) on held-out samples, nats")
 axes[0].set_ylabel("gold reward r* (held out)")
 axes[0].set_title("Each dot: one method on one seed", fontsize=9)
-axes[0].legend(fontsize=7)
-axes[1].set_xticks(range(len(METHODS)), [LABELS[m].replace(" on ", "\non ") for m in METHODS], fontsize=7)
+axes[0].legend(fontsize=8.5)
+axes[1].set_xticks(range(len(METHODS)), [LABELS[m].replace(" on ", "\non ").replace("DPO's ", "DPO's\n") for m in METHODS], fontsize=8.5)
 axes[1].set_ylabel("gold reward r*: mean, 95 % CI, seeds")
 axes[1].set_title(f"{len(runs)} paired seeds", fontsize=9)
 plt.tight_layout();
@@ -889,7 +889,7 @@ ax.axhline(ceiling.mean(), color="k", ls="--", lw=0.8, label="r* on the held-out
 ax.axhline(0.5, color="grey", lw=0.5)
 ax.set_xscale("log"); ax.set_xticks(rm_steps, [str(k) for k in rm_steps])
 ax.set_xlabel("reward-model updates"); ax.set_ylabel("share of pairs ordered as labelled")
-ax.set_title("The reward model trained on: mean and 95 % CI over ten seeds", fontsize=9); ax.legend(fontsize=7)
+ax.set_title("The reward model trained on: mean and 95 % CI over ten seeds", fontsize=9); ax.legend(fontsize=8.5)
 plt.tight_layout()
 curve_cmp = {k: rl.compare(rm_curve[k][:, -1], rm_curve[k][:, 0], names=(f"{k} after {rm_steps[-1]}", f"after {rm_steps[0]}"))
              for k in rm_curve}

@@ -148,7 +148,9 @@ for name, s in token_stats.items():
           f"{s['sequence_q'][0]:>12.3f} / {s['sequence_q'][1]:.3f}")
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.2), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 for ax, group in zip(axes, (("bf16", "fp16"), ("T_s = 0.5", "T_s = 1.5", "top-p 0.8"), ("lag 1", "lag 4", "lag 8"))):
     for k, name in enumerate(group):
         p, x = scatter[name]
@@ -159,7 +161,7 @@ for ax, group in zip(axes, (("bf16", "fp16"), ("T_s = 0.5", "T_s = 1.5", "top-p 
         ax.set_ylim(-3, 3)
     ax.set_xscale("log")
     ax.set_xlabel("π(token) under the trainer")
-    ax.legend(fontsize=7, markerscale=3)
+    ax.legend(fontsize=8.5, markerscale=3)
 axes[0].set_ylabel("log ρ = log π − log μ")
 axes[0].set_title("precision", fontsize=9)
 axes[1].set_title("temperature and top-p", fontsize=9)
@@ -461,7 +463,9 @@ for name, switches in LIVE.items():
           f"{time.perf_counter() - start:.0f} s")
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.3), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.0), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 for k, (name, (hist, _)) in enumerate(live.items()):
     axes[0].plot(hist["reward"], color=f"C{k}", label=name)
     if "sampler_kl" in hist:
@@ -473,7 +477,7 @@ axes[2].set_ylabel("KL(π ‖ π_start) per token (k3)")
 axes[2].set_yscale("log")
 for ax in axes:
     ax.set_xlabel("GRPO step")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8.5)
 plt.tight_layout();
 
 # %% [markdown]
@@ -521,7 +525,7 @@ for c in comparisons.values():
     print(c)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), dpi=80, gridspec_kw={"width_ratios": [3, 2]})
+fig, axes = plt.subplots(2, 1, figsize=(8.4, 7.2), dpi=80, gridspec_kw={"height_ratios": [1.25, 1]})
 order = conditions
 for k, c in enumerate(order):
     mean, low, high = rl.mean_ci(per_seed[c])
@@ -529,9 +533,9 @@ for k, c in enumerate(order):
     axes[0].errorbar([k], [mean], yerr=[[mean - low], [high - mean]], fmt="o", color=color, capsize=3)
     axes[0].scatter(np.full(len(per_seed[c]), k) + 0.2, per_seed[c], s=5, color=color, alpha=0.4)
 axes[0].axhline(per_seed["on_policy"].mean(), color="C0", lw=0.8, ls=":")
-axes[0].set_xticks(range(len(order)), order, rotation=60, fontsize=7)
+axes[0].set_xticks(range(len(order)), order, rotation=60, fontsize=8.5)
 axes[0].set_ylabel("held-out pass@1 (trainer's policy)")
-axes[0].set_title("mean, 95 % CI and seeds; blue: no mismatch, red: uncorrected, green: corrected", fontsize=8)
+axes[0].set_title("mean, 95 % CI and seeds; blue: no mismatch, red: uncorrected, green: corrected", fontsize=9)
 steps = np.arange(bench["num_steps"])
 for k, c in enumerate(("lag8_tis", "lag8_mis", "lag8_seq_mask", "lag8_geo_mask")):
     key = "is_truncated_fraction" if c == "lag8_tis" else "is_masked_fraction"
@@ -539,8 +543,8 @@ for k, c in enumerate(("lag8_tis", "lag8_mis", "lag8_seq_mask", "lag8_geo_mask")
     axes[1].plot(steps, curve, color=f"C{k}", label=c)
 axes[1].set_xlabel("GRPO step")
 axes[1].set_ylabel("share of tokens truncated / masked")
-axes[1].set_title("mean over the ten seeds", fontsize=8)
-axes[1].legend(fontsize=7)
+axes[1].set_title("mean over the ten seeds", fontsize=9)
+axes[1].legend(fontsize=8.5)
 plt.tight_layout();
 
 # %% [markdown]
@@ -678,7 +682,7 @@ rl.claim("and 0.079 at 300", bf16_bias[-1], 0.079, abs=5e-4)
 rl.claim("though not at every step", min(np.diff(bf16_bias)), high=0.0)
 
 # %%
-fig, axes = plt.subplots(2, 2, figsize=MISMATCH_FIGSIZE)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.4), dpi=80)
 plot_mismatch(0.7, 1.0, "fp32", 2.0, axes=axes.flatten())
 fig.tight_layout()
 print(mismatch_readout(0.7, 1.0, "fp32", 2.0)[0]);

@@ -120,7 +120,7 @@ for c in FAMILY:
     print(f"{c:<24}{h[0]:>10.3f} [{h[1]:.3f}, {h[2]:.3f}]{p[0]:>12.3f} [{p[1]:.3f}, {p[2]:.3f}]{values(c, 'final_length').mean():>8.1f}")
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), dpi=80)
+fig, axes = plt.subplots(1, 2, figsize=(8.4, 4.0), dpi=80)
 for k, c in enumerate(FAMILY):
     axes[0].plot(curve(c, "entropy"), color=f"C{k}", label=c)
     axes[1].plot(curve(c, "completion_length"), color=f"C{k}", label=c)
@@ -128,9 +128,9 @@ axes[0].set_ylabel("mean token entropy, nats")
 axes[1].set_ylabel("completion length, tokens")
 for ax in axes:
     ax.set_xlabel("GRPO step (32 prompts × 8)")
-    ax.legend(fontsize=7)
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=9, frameon=False)
 axes[0].set_title("mean over ten seeds", fontsize=9)
-plt.tight_layout();
+fig.tight_layout(rect=(0, 0.12, 1, 1));
 
 # %%
 def versus(a, b, key):
@@ -219,7 +219,7 @@ for k, r in enumerate(by["grpo_b0"][:4]):
 ax.set_xlabel("mean token entropy H, nats")
 ax.set_ylabel("batch accuracy R")
 ax.set_title("grpo_b0 along training; lines: R = −a·exp(H) + b", fontsize=9)
-ax.legend(fontsize=7)
+ax.legend(fontsize=8.5)
 plt.tight_layout();
 
 # %% [markdown]
@@ -287,7 +287,7 @@ for k, c in enumerate(MANAGED):
 ax.set_xlabel("GRPO step")
 ax.set_ylabel("mean token entropy, nats")
 ax.set_title("mean over ten seeds", fontsize=9)
-ax.legend(fontsize=7)
+ax.legend(fontsize=8.5)
 plt.tight_layout();
 
 # %% [markdown]
@@ -664,20 +664,22 @@ def smooth(values, window=10):
     return rl.rolling_mean(values, window)
 
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), dpi=80)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.0), dpi=80)
+fig.delaxes(axes[1, 1])
+axes = axes.ravel()[:3]  # three panels in a 2 × 2 grid
 for ax, c in zip(axes[:2], ("substring", "strict")):
     for r in hack_by[c]:
         ax.plot(smooth(r["curves"]["strict"]), color="C3", alpha=0.25, lw=0.8)
     for key, color, label in (("substring", "C0", "reward by the substring check"), ("strict", "C3", "reward by the strict verifier")):
         ax.plot(np.mean([smooth(r["curves"][key]) for r in hack_by[c]], axis=0), color=color, lw=2, label=label)
     ax.set_title(HACK_NAMES[c] + " (thin: each seed)", fontsize=9)
-    ax.set_ylim(0, 1.02); ax.set_ylabel("share of the training batch", fontsize=8)
+    ax.set_ylim(0, 1.02); ax.set_ylabel("share of the training batch", fontsize=9)
 for c, color in (("substring", "C0"), ("strict", "C3")):
     axes[2].plot(np.mean([smooth(r["curves"]["completion_length"]) for r in hack_by[c]], axis=0), color=color, label=HACK_NAMES[c])
-axes[2].set_title("Completion length (mean over seeds)", fontsize=9); axes[2].set_ylabel("tokens", fontsize=8)
-axes[0].legend(fontsize=7, loc="lower left"); axes[2].legend(fontsize=7)
+axes[2].set_title("Completion length (mean over seeds)", fontsize=9); axes[2].set_ylabel("tokens", fontsize=9)
+axes[0].legend(fontsize=8.5, loc="lower left"); axes[2].legend(fontsize=8.5)
 for ax in axes:
-    ax.set_xlabel("GRPO step (32 prompts × 8; 10-step rolling mean)", fontsize=8)
+    ax.set_xlabel("GRPO step (32 prompts × 8; 10-step rolling mean)", fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -812,7 +814,7 @@ for values_k, color, label in ((pk_before, "C7", "supervised start"), (pk_after,
 ax.set_xscale("log", base=2); ax.set_xticks(ks, [str(k) for k in ks])
 ax.set_xlabel("k (samples per problem)"); ax.set_ylabel("held-out pass@k")
 ax.set_title("3-digit problems: mean and 95 % CI over ten paired seeds", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 plt.tight_layout();
 
 # %% [markdown]
@@ -947,7 +949,7 @@ rl.claim("against −0.38 at $k = 1$", passk_adv[1][3], -0.38)
 # rewarded, $\varepsilon = 0.2/0.28$, no bonus, $\eta = 1$, four passes per step.
 
 # %%
-fig, axes = plt.subplots(2, 2, figsize=ENTROPY_FIGSIZE)
+fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.4), dpi=80)
 plot_entropy("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4, axes=axes.flatten())
 fig.tight_layout()
 print(entropy_readout("confident token rewarded", 0.2, 0.28, 0.0, 1.0, 40, 4)[0]);

@@ -274,7 +274,8 @@ rl.claim("B's turn 1 takes a full step-level blame on top of its episode's", gig
 # $\gamma = 0.9$, $\omega = 1$.
 
 # %%
-plot_agent(0, "gigpo", 0.9, 1.0, "model")
+fig, axes = plt.subplots(3, 1, figsize=(8.4, 5.2), dpi=80, sharex=True, gridspec_kw={"height_ratios": [1.0, 1.6, 1.2]})
+plot_agent(0, "gigpo", 0.9, 1.0, "model", axes=axes)
 print(agent_readout(0, "gigpo", 0.9, 1.0, "model")[0]);
 
 # %%
