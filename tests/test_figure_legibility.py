@@ -267,3 +267,39 @@ def test_source_checker_catches(tmp_path, code, kind, expected):
         assert found == []
     else:
         assert len(found) == 1 and expected in found[0] and found[0].startswith("99_example.py:3:"), found
+
+
+# --------------------------------------------------------------------------------------------------
+# the explorers and the plotting helpers: their figures are saved into the chapters (the widgets' state
+# shows them on the site) and drawn on the Voilà pages
+
+
+WIDGET_SOURCES = sorted((ROOT / "rlbook" / "widgets").glob("*_explorer.py")) + [ROOT / "rlbook" / "plotting.py"]
+
+
+def _widget_problems(kind: str) -> list[str]:
+    found = [p for path in WIDGET_SOURCES for p in _source_problems(path)[kind]]
+    # a size given by the module's FIGSIZE constant is checked below, from the module itself; get_ax's size is
+    # its caller's, checked at the call (``get_ax(ax, figsize=(6.0, 3.6))``)
+    return [p for p in found if "figsize=FIGSIZE) is not a literal" not in p
+            and not (p.startswith("rlbook/plotting.py") and "figsize=figsize) is not a literal" in p)]
+
+
+def test_widget_sources_found():
+    assert len(WIDGET_SOURCES) >= 11, [p.name for p in WIDGET_SOURCES]
+
+
+@pytest.mark.parametrize("kind", ["figsize", "dpi", "font"])
+def test_widget_figures_fit_the_column_at_the_book_dpi_with_legible_fonts(kind):
+    problems = _widget_problems(kind)
+    assert not problems, f"explorer or plotting figures with a {kind} problem:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", [p for p in WIDGET_SOURCES if "FIGSIZE = (" in p.read_text(encoding="utf-8")],
+                         ids=lambda p: p.stem)
+def test_widget_figsize_constants_fit_the_column(path):
+    import importlib
+
+    module = importlib.import_module(f"rlbook.widgets.{path.stem}")
+    width = module.FIGSIZE[0]
+    assert width * DPI <= COLUMN_PX, f"{path.name}: FIGSIZE {module.FIGSIZE} is {width * DPI:g} px at dpi={DPI}"

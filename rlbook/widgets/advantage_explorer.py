@@ -134,9 +134,9 @@ def plot_advantages(rewards, lengths, estimator: str = "grpo", aggregation: str 
     colors = ["C2" if a > 0 else ("C3" if a < 0 else "0.6") for a in advantages]
     x = np.arange(len(per_token))
     bars = ax.bar(x, per_token, color=colors)
-    ax.bar_label(bars, labels=[f"{a:+.2f}" for a in advantages], fontsize=7, padding=1)
+    ax.bar_label(bars, labels=[f"{a:+.2f}" for a in advantages], fontsize=8.5, padding=1)
     ax.axhline(0.0, color="k", lw=0.8)
-    ax.set_xticks(x, [f"r={r:g}\nL={int(n)}" for r, n in zip(rewards, lengths)], fontsize=7)
+    ax.set_xticks(x, [f"r={r:g}\nL={int(n)}" for r, n in zip(rewards, lengths)], fontsize=8.5)
     ax.set_ylabel("push per token  Â·w")
     ax.set_title(f"{ESTIMATOR_LABELS[estimator]}\n{AGGREGATION_LABELS[aggregation]}  (bar labels: Â)", fontsize=9)
     ax.margins(y=0.15)
@@ -208,7 +208,7 @@ def advantage_explorer(max_group_size: int = 8):
         rewards = [per_completion[f"r{i}"] for i in range(group_size)]
         lengths = [per_completion[f"L{i}"] for i in range(group_size)]
         readout, warnings = advantage_readout(rewards, lengths, estimator, aggregation, max_length=32)
-        fig, ax = plt.subplots(figsize=(5.5, 3.2))
+        fig, ax = plt.subplots(figsize=(5.5, 3.2), dpi=80)
         plot_advantages(rewards, lengths, estimator, aggregation, ax=ax, max_length=32)
         return Frame(fig, readout, warnings)
 

@@ -298,7 +298,7 @@ def plot_agent(episode: int = 0, scheme: str = "gigpo", gamma: float = 0.9, step
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(3, 1, figsize=FIGSIZE, sharex=True, gridspec_kw={"height_ratios": [1.0, 1.6, 1.2]})
+        _, axes = plt.subplots(3, 1, figsize=FIGSIZE, dpi=80, sharex=True, gridspec_kw={"height_ratios": [1.0, 1.6, 1.2]})
     axes = list(np.asarray(axes, dtype=object).flatten())
     if len(axes) != 3:
         raise ValueError(f"`axes` must hold three Matplotlib axes; got {len(axes)}")
@@ -390,7 +390,7 @@ def agent_frame(episode: int, scheme: str, gamma: float, step_weight: float, nor
 
     args = (episode, scheme, gamma, step_weight, normaliser)
     readout, warnings = agent_readout(*args)
-    fig, axes = plt.subplots(3, 1, figsize=FIGSIZE, sharex=True, gridspec_kw={"height_ratios": [1.0, 1.6, 1.2]})
+    fig, axes = plt.subplots(3, 1, figsize=FIGSIZE, dpi=80, sharex=True, gridspec_kw={"height_ratios": [1.0, 1.6, 1.2]})
     plot_agent(*args, axes=axes)
     _legend(fig)
     fig.tight_layout(rect=(0, 0.05, 1, 1))

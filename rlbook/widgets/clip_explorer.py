@@ -156,7 +156,7 @@ def plot_clip_objective(
     ax.set_xlabel("ratio ρ = π_θ / π_θold")
     eps_high = clip_eps_low if clip_eps_high is None else clip_eps_high
     ax.set_title(f"{kind.upper()}: Â={advantage:+.2g}, ε_low={clip_eps_low:g}, ε_high={eps_high:g}", fontsize=9)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=8.5, loc="best")
     return ax
 
 
@@ -221,7 +221,7 @@ def clip_explorer():
         if hi <= lo:
             raise ValueError(f"the ρ range is empty ({lo:g} to {hi:g}): widen it")
         readout, warnings = clip_readout(advantage, clip_eps_low, clip_eps_high, lo, hi, kind)
-        fig, ax = plt.subplots(figsize=(5.5, 3.4))
+        fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=80)
         plot_clip_objective(advantage, clip_eps_low, clip_eps_high, lo, hi, kind, ax=ax)
         return Frame(fig, readout, warnings)
 

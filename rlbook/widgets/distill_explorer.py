@@ -332,7 +332,7 @@ def plot_distill(separation: float = 6.0, weight: float = 0.6, beta: float = 0.3
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [1.55, 1.0]})
+        _, axes = plt.subplots(1, 2, figsize=FIGSIZE, dpi=80, gridspec_kw={"width_ratios": [1.55, 1.0]})
     axes = list(np.asarray(axes, dtype=object).flatten())
     if len(axes) != 2:
         raise ValueError(f"`axes` must hold two Matplotlib axes; got {len(axes)}")

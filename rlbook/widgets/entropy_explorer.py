@@ -55,7 +55,7 @@ PRESETS = {
     "every token rewarded (A = 0)": (1.0, 1.0, 1.0, 1.0, 1.0, 1.0),
 }
 MAX_STEPS, MAX_EPOCHS = 1000, 64
-FIGSIZE = (12.0, 7.4)  # inches: 2 × 2 panels
+FIGSIZE = (8.4, 6.4)  # inches: 2 × 2 panels, shown at 80 dpi, 672 px wide
 _DT = torch.float64
 
 
@@ -216,13 +216,13 @@ def _plot_entropy_curve(ax, s):
     for label, (ref, style) in _reference_runs(s).items():
         ax.plot(steps, ref["entropy"], style, color="0.35", lw=1.5, label=label)
     ax.axhline(math.log(K), color="0.6", lw=0.8)
-    ax.text(0, math.log(K), " uniform: log 6", va="bottom", fontsize=8, color="0.4")
+    ax.text(0, math.log(K), " uniform: log 6", va="bottom", fontsize=9, color="0.4")
     ax.set_ylim(0, math.log(K) * 1.12)
     ax.set_xlim(0, s["steps"])
     ax.set_xlabel("step")
     ax.set_ylabel("entropy H(π) (nats)")
     ax.set_title(f"{s['preset']}: η = {s['lr']:g}, {s['epochs']} epochs per step", fontsize=9)
-    ax.legend(fontsize=8, frameon=False, loc="best")
+    ax.legend(fontsize=9, frameon=False, loc="best")
 
 
 def _plot_probs(ax, s):
@@ -235,7 +235,7 @@ def _plot_probs(ax, s):
     ax.set_xlabel("step")
     ax.set_ylabel("π(token) (log scale)")
     ax.set_title("which tokens' probabilities grow", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, loc="lower left", ncol=2)
+    ax.legend(fontsize=8.5, frameon=False, loc="lower left", ncol=2)
 
 
 def _plot_lemma(ax, s):
@@ -247,7 +247,7 @@ def _plot_lemma(ax, s):
     ax.set_xlabel("step t (the gradient step from π_t)")
     ax.set_ylabel("ΔH (nats)")
     ax.set_title("Cui et al. Lemma 1: ΔH ≈ −Cov(log π, Δz), Δz = η·π·A without a bonus", fontsize=9)
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=9, frameon=False)
 
 
 def _plot_before_after(ax, s):
@@ -255,11 +255,11 @@ def _plot_before_after(ax, s):
     ax.bar(k - 0.2, s["probs"][0], 0.4, color="0.6", label="π at step 0")
     ax.bar(k + 0.2, s["probs"][-1], 0.4, color="C0", label=f"π at step {s['steps']}")
     adv = s["advantages"][0]
-    ax.set_xticks(k, [f"t{i + 1}\nA₀ {a:+.2f}" for i, a in enumerate(adv)], fontsize=8)
+    ax.set_xticks(k, [f"t{i + 1}\nA₀ {a:+.2f}" for i, a in enumerate(adv)], fontsize=9)
     ax.set_ylim(0, 1.2)
     ax.set_ylabel("probability")
     ax.set_title(f"before and after: H {s['entropy'][0]:.3f} → {s['entropy'][-1]:.3f} nats", fontsize=9)
-    ax.legend(fontsize=8, frameon=False, loc="upper center", ncol=2)
+    ax.legend(fontsize=9, frameon=False, loc="upper center", ncol=2)
 
 
 def plot_entropy(preset: str = "confident token rewarded", clip_eps_low: float = 0.2, clip_eps_high: float = 0.28,
@@ -282,7 +282,7 @@ def plot_entropy(preset: str = "confident token rewarded", clip_eps_low: float =
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(2, 2, figsize=FIGSIZE)
+        _, axes = plt.subplots(2, 2, figsize=FIGSIZE, dpi=80)
     axes = [get_ax(a) for a in np.asarray(axes, dtype=object).flatten()]
     _plot_entropy_curve(axes[0], s)
     _plot_probs(axes[1], s)
@@ -352,7 +352,7 @@ def entropy_frame(preset: str, clip_eps_low: float, clip_eps_high: float, entrop
 
     args = (preset, clip_eps_low, clip_eps_high, entropy_coef, lr, steps, epochs)
     readout, warnings = entropy_readout(*args)
-    fig, axes = plt.subplots(2, 2, figsize=FIGSIZE)
+    fig, axes = plt.subplots(2, 2, figsize=FIGSIZE, dpi=80)
     plot_entropy(*args, axes=axes)
     fig.tight_layout()
     return Frame(fig, readout, warnings)

@@ -191,7 +191,7 @@ def plot_gae_tradeoff(gae_lambda: float = 0.9, gamma: float = 0.95, critic_error
     ax.set_ylabel("squared error of the estimate of Q(s₀, a₀)")
     ax.set_title(f"γ = {gamma:.3g}, critic error σ = {critic_error:.3g}: exact, not sampled", fontsize=9)
     ax.set_ylim(0.0, max(float(curves["mse"].max()), 1e-3) * 1.08)  # γ = 0: all 0, not float noise blown up
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -246,7 +246,7 @@ def gae_explorer():
 
     def render(gae_lambda, gamma, critic_error):
         readout, warnings = gae_readout(gae_lambda, gamma, critic_error)
-        fig, ax = plt.subplots(figsize=(6.0, 3.6))
+        fig, ax = plt.subplots(figsize=(6.0, 3.6), dpi=80)
         plot_gae_tradeoff(gae_lambda, gamma, critic_error, ax=ax)
         fig.tight_layout()
         return Frame(fig, readout, warnings)

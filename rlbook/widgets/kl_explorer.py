@@ -142,7 +142,7 @@ def plot_kl_estimators(alpha: float, num_samples: int = 16, num_actions: int = 2
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        _, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
     left, right = get_ax(axes[0]), get_ax(axes[1])
     a = curves["alpha"]
     left.plot(a, curves["kl"], color="k", lw=2.5, label="exact KL(q‖p)")
@@ -157,7 +157,7 @@ def plot_kl_estimators(alpha: float, num_samples: int = 16, num_actions: int = 2
     left.set_xlabel("separation α")
     left.set_ylabel("nats")
     left.set_title(f"means; bands: ± std of a {num_samples}-sample average", fontsize=9)
-    left.legend(fontsize=8, loc="upper left")
+    left.legend(fontsize=9, loc="upper left")
 
     log_r = stats["log_r"]
     span = max(1.0, float(np.abs(log_r).max()) * 1.1)
@@ -174,7 +174,7 @@ def plot_kl_estimators(alpha: float, num_samples: int = 16, num_actions: int = 2
     right.set_xlabel("log r = log p(x) − log q(x)")
     right.set_ylabel("one-sample estimate")
     right.set_title(f"α = {stats['alpha']:.2f}: each action's value (dot area ∝ q)", fontsize=9)
-    right.legend(fontsize=8, loc="upper center")
+    right.legend(fontsize=9, loc="upper center")
     return axes
 
 
@@ -224,7 +224,7 @@ def kl_explorer(num_actions: int = 20):
 
     def render(alpha, num_samples, num_actions):
         readout, warnings = kl_readout(alpha, num_samples, num_actions)
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), dpi=80)
         plot_kl_estimators(alpha, num_samples, num_actions, axes=axes)
         fig.tight_layout()
         return Frame(fig, readout, warnings)

@@ -36,7 +36,7 @@ REWARDS = (0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0)
 PRECISIONS = ("fp32", "bf16", "fp16")
 CAP_RANGE = (1.0, 16.0)  # the C axis of the bias and variance panels
 ESTIMATORS = {"uncorrected": ("none", "0.45", "-"), "IS": ("is", "k", ":"), "TIS": ("tis", "C0", "-"), "MIS": ("mis", "C3", "-")}
-FIGSIZE = (12.0, 7.4)  # inches: 2 × 2 panels
+FIGSIZE = (8.4, 6.4)  # inches: 2 × 2 panels, shown at 80 dpi, 672 px wide
 
 
 def mismatch_setting(offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -148,13 +148,13 @@ def _plot_distributions(ax, s):
     if s["cut"].any():
         ax.plot(k[s["cut"]] + 0.2, np.zeros(int(s["cut"].sum())), "x", color="C3", ms=8, mew=2,
                 label="cut by top-p (μ = 0)")
-    ax.set_xticks(k, _labels(s["advantages"]), fontsize=8)
+    ax.set_xticks(k, _labels(s["advantages"]), fontsize=9)
     ax.set_ylim(0, max(s["trainer"].max(), s["sampler"].max()) * 1.3)
     ax.set_ylabel("probability")
-    ax.set_xlabel("token (advantage A below)", fontsize=8)
+    ax.set_xlabel("token (advantage A below)", fontsize=9)
     ax.set_title(f"T = {s['temperature']:g}, top-p = {s['top_p']:g}, {s['precision']}, offset {s['offset']:g}",
                  fontsize=9)
-    ax.legend(fontsize=8, frameon=False, loc="upper right")
+    ax.legend(fontsize=9, frameon=False, loc="upper right")
 
 
 def _plot_ratio(ax, s):
@@ -180,10 +180,10 @@ def _plot_ratio(ax, s):
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.5, 2 rather than 5×10⁻¹, 2×10⁰
     ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_xticks(k, [f"t{i + 1}" for i in k], fontsize=8)
+    ax.set_xticks(k, [f"t{i + 1}" for i in k], fontsize=9)
     ax.set_ylabel("π / μ")
     ax.set_title(f"per-token ratio; KL(μ‖π) = {s['kl_sampler_trainer']:.4f} nats", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, loc="upper left", ncol=2)
+    ax.legend(fontsize=8.5, frameon=False, loc="upper left", ncol=2)
 
 
 def _plot_against_cap(ax, s, index, ylabel, title):
@@ -200,7 +200,7 @@ def _plot_against_cap(ax, s, index, ylabel, title):
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=9, frameon=False)
 
 
 def plot_mismatch(temperature: float = 1.0, top_p: float = 1.0, precision: str = "fp32", cap: float = 2.0,
@@ -221,7 +221,7 @@ def plot_mismatch(temperature: float = 1.0, top_p: float = 1.0, precision: str =
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(2, 2, figsize=FIGSIZE)
+        _, axes = plt.subplots(2, 2, figsize=FIGSIZE, dpi=80)
     axes = [get_ax(a) for a in np.asarray(axes, dtype=object).flatten()]
     _plot_distributions(axes[0], s)
     _plot_ratio(axes[1], s)
@@ -282,7 +282,7 @@ def mismatch_frame(temperature: float, top_p: float, precision: str, cap: float,
     from rlbook.widgets._live import Frame
 
     readout, warnings = mismatch_readout(temperature, top_p, precision, cap, offset)
-    fig, axes = plt.subplots(2, 2, figsize=FIGSIZE)
+    fig, axes = plt.subplots(2, 2, figsize=FIGSIZE, dpi=80)
     plot_mismatch(temperature, top_p, precision, cap, offset, axes=axes)
     fig.tight_layout()
     return Frame(fig, readout, warnings)

@@ -48,7 +48,7 @@ PRESETS = {
 N_MAX = 64  # the best-of-N curve is drawn for N = 1 … max(N_MAX, N)
 H_RANGE = (-4.0, 16.0)  # the DPO panel's log-ratio margins, nats
 _BETAS_FAINT = (0.1, 1.0, 10.0)  # reference curves in the DPO panel
-FIGSIZE = (13.0, 4.0)  # inches: the three panels side by side
+FIGSIZE = (8.4, 6.6)  # inches: three panels in a 2 × 2 grid, shown at 80 dpi, 672 px wide
 
 
 def preference_setting(preset: str = "graded") -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,12 +188,12 @@ def _plot_policies(ax, s: dict) -> None:
     ax.bar(k - width, s["ref_probs"], width, color="0.65", label="π_ref")
     ax.bar(k, s["optimum"], width, color="C0", label=f"π* (β = {s['beta']:.3g})")
     ax.bar(k + width, s["best_of_n"], width, color="C1", label=f"best-of-{s['n']}")
-    ax.set_xticks(k, _answer_labels(s["rewards"]), fontsize=8)
+    ax.set_xticks(k, _answer_labels(s["rewards"]), fontsize=9)
     ax.set_ylim(0, 1.18)  # the band above 1 holds the legend, so no bar can run under it
     ax.set_yticks(np.linspace(0, 1, 6))
     ax.set_ylabel("probability")
     ax.set_title("π* ∝ π_ref·exp(r/β) and best-of-N", fontsize=9)
-    ax.legend(fontsize=8, loc="upper center", ncol=3, frameon=False, handlelength=1.2, columnspacing=1.0)
+    ax.legend(fontsize=9, loc="upper center", ncol=3, frameon=False, handlelength=1.2, columnspacing=1.0)
 
 
 def _plot_kl(ax, s: dict) -> None:
@@ -211,7 +211,7 @@ def _plot_kl(ax, s: dict) -> None:
     ax.set_xlabel("N (draws from π_ref)")
     ax.set_ylabel("nats")
     ax.set_title(f"best-of-N's KL: {_nats(s['best_of_n_kl'])} ≤ {_nats(s['kl_bound'])} at N = {s['n']}", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", frameon=False)
+    ax.legend(fontsize=9, loc="upper left", frameon=False)
 
 
 def _plot_dpo(ax, s: dict) -> None:
@@ -234,11 +234,18 @@ def _plot_dpo(ax, s: dict) -> None:
     ax.set_xlabel("log-ratio margin h (chosen − rejected), nats")
     ax.set_ylabel("DPO weight σ(r̂_r − r̂_c)")
     top = ax.secondary_xaxis("top", functions=(lambda x: beta * x, lambda m: m / beta))
-    top.set_xlabel("implicit-reward margin r̂_c − r̂_r = β·h", fontsize=8)
-    top.tick_params(labelsize=8)
+    top.set_xlabel("implicit-reward margin r̂_c − r̂_r = β·h", fontsize=9)
+    top.tick_params(labelsize=9)
     # for h > 0 every weight is below ½, so the upper right is free for the legend
-    ax.legend(fontsize=8, loc="upper right", frameon=False)
+    ax.legend(fontsize=9, loc="upper right", frameon=False)
 
+
+
+def _three_axes(plt):
+    """Three axes of a new ``FIGSIZE`` figure: a 2 × 2 grid less its last cell (the column is 688 px wide)."""
+    fig, grid = plt.subplots(2, 2, figsize=FIGSIZE, dpi=80)
+    fig.delaxes(grid[1, 1])
+    return list(grid.ravel()[:3])
 
 
 def plot_preference(beta: float = 0.5, n: int = 4, preset: str = "graded", axes=None):
@@ -260,7 +267,7 @@ def plot_preference(beta: float = 0.5, n: int = 4, preset: str = "graded", axes=
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(1, 3, figsize=FIGSIZE)
+        axes = _three_axes(plt)
     left, middle, right = (get_ax(a) for a in axes)
     _plot_policies(left, s)
     _plot_kl(middle, s)
@@ -314,7 +321,8 @@ def preference_frame(beta: float, n: int, preset: str):
     from rlbook.widgets._live import Frame
 
     readout, warnings = preference_readout(beta, n, preset)
-    fig, axes = plt.subplots(1, 3, figsize=FIGSIZE)
+    axes = _three_axes(plt)
+    fig = axes[0].figure
     plot_preference(beta, n, preset, axes=axes)
     fig.tight_layout()
     return Frame(fig, readout, warnings)

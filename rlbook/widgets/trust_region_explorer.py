@@ -288,7 +288,7 @@ def plot_trust_region(theta_old=(-1.0, 1.0), max_kl: float = 0.2, scale: float =
         Line2D([], [], color="k", marker="x", ls="", label="line search tries"),
         Line2D([], [], color="gold", mec="k", marker="*", ms=10, ls="", label="accepted"),
     ]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", framealpha=0.85)
+    ax.legend(handles=handles, fontsize=8.5, loc="upper left", framealpha=0.85)
     return ax
 
 
@@ -363,7 +363,7 @@ def trust_region_explorer():
     def render(max_kl, scale, z1, z2):
         theta_old = (z1 / scale, z2)
         readout, warnings = trust_region_readout(theta_old, max_kl, scale)
-        fig, ax = plt.subplots(figsize=(5.0, 4.4))
+        fig, ax = plt.subplots(figsize=(5.0, 4.4), dpi=80)
         plot_trust_region(theta_old, max_kl, scale, ax=ax)
         return Frame(fig, f"θ_old = ({theta_old[0]:+.3f}, {theta_old[1]:+.3f})\n" + readout, warnings)
 
