@@ -48,33 +48,52 @@ COMMON = (f"small model (2x128, n_positions 64); {NUM_DIGITS}-digit addition; {N
 FIELDS = ("sampled", "greedy", "call_frequency", "turns_per_episode", "malformed_frequency", "digit_accuracy")
 
 
-def one_run(seed: int) -> list[dict]:
-    """One seed: the warm-up, its evaluation, and a GRPO run from it under each credit scheme."""
+def warm_start(seed: int):
+    """Chapter 16's 2-digit warm-up for one seed (one torch thread): ``(tokenizer, model)``.
+
+    The seed makes the model and draws the warm-up's batches; the demonstrations are the same for all seeds.
+    Shared by this benchmark, ``agent_staleness.py`` and ``agent_echo_trap.py``, so that their starts are one
+    configuration."""
     import torch
 
     import rlbook as rl
-    from rlbook.algos.agent import AgentGRPOConfig, multiturn_sft, train_agent_grpo
+    from rlbook.algos.agent import multiturn_sft
     from rlbook.envs.text import TOOL_ALPHABET
 
     torch.set_num_threads(1)
     tok = rl.lm.build_char_tokenizer(TOOL_ALPHABET)
     model = rl.lm.build_policy(rl.lm.policy_config(tok, size="small", n_positions=64), seed=seed, device="cpu")
-    start = time.perf_counter()
     multiturn_sft(model, demonstrations(tok, NUM_DIGITS, NUM_DEMOS, TOOL_SHARE), num_steps=WARMUP_STEPS,
                   generator=torch.Generator().manual_seed(seed))
+    return tok, model
+
+
+def grpo_row(model, tok, seed: int, name: str, setting: dict, traces: dict) -> dict:
+    """Masked GRPO (chapter 16's settings ``GRPO`` updated by ``setting``) on a copy of ``model``, evaluated.
+
+    Returns the run's row: seed, condition ``name``, :func:`agent_tool_use.evaluate`'s fields, the seconds of
+    training and evaluation, and one list per step for each ``{row key: metric of rl.agent_grpo_step}`` of
+    ``traces`` (rounded to 4 places)."""
+    from rlbook.algos.agent import AgentGRPOConfig, train_agent_grpo
+
+    trained = copy.deepcopy(model)
+    begin = time.perf_counter()
+    history = train_agent_grpo(trained, make_env(tok, NUM_DIGITS), AgentGRPOConfig(**{**GRPO, **setting}, seed=seed),
+                               progress=False)
+    return {"seed": seed, "condition": name, **evaluate(trained, tok, NUM_DIGITS),
+            "seconds": round(time.perf_counter() - begin, 1),
+            **{key: [round(h[metric], 4) for h in history] for key, metric in traces.items()}}
+
+
+def one_run(seed: int) -> list[dict]:
+    """One seed: the warm-up, its evaluation, and a GRPO run from it under each credit scheme."""
+    start = time.perf_counter()
+    tok, model = warm_start(seed)
     rows = [{"seed": seed, "condition": "sft", **evaluate(model, tok, NUM_DIGITS),
              "seconds": round(time.perf_counter() - start, 1)}]
-    for name, credit in CREDIT.items():
-        trained = copy.deepcopy(model)
-        begin = time.perf_counter()
-        history = train_agent_grpo(trained, make_env(tok, NUM_DIGITS), AgentGRPOConfig(**GRPO, **credit, seed=seed),
-                                   progress=False)
-        rows.append({"seed": seed, "condition": name, **evaluate(trained, tok, NUM_DIGITS),
-                     "seconds": round(time.perf_counter() - begin, 1),
-                     "train_reward": [round(h["reward"], 4) for h in history],
-                     "train_call_frequency": [round(h["call_frequency"], 4) for h in history],
-                     "train_malformed_frequency": [round(h["malformed_frequency"], 4) for h in history]})
-    return rows
+    traces = {"train_reward": "reward", "train_call_frequency": "call_frequency",
+              "train_malformed_frequency": "malformed_frequency"}
+    return rows + [grpo_row(model, tok, seed, name, credit, traces) for name, credit in CREDIT.items()]
 
 
 def main(argv=None) -> dict:

@@ -24,13 +24,12 @@ Runs repeat exactly on one machine (one torch thread each); another CPU changes 
 
 from __future__ import annotations
 
-import copy
 import platform
 import time
 
 from _runner import run_jobs, save_record, seed_parser, sort_and_tabulate, versions
-from agent_credit import FIELDS, NUM_DIGITS
-from agent_tool_use import GRPO, NUM_DEMOS, TOOL_SHARE, WARMUP_STEPS, demonstrations, evaluate, make_env
+from agent_credit import FIELDS, NUM_DIGITS, grpo_row, warm_start
+from agent_tool_use import GRPO, NUM_DEMOS, TOOL_SHARE, WARMUP_STEPS
 
 ASYNC = {"fresh": {"staleness": 0},
          "stale2": {"staleness": 2},
@@ -45,29 +44,10 @@ COMMON = (f"small model (2x128, n_positions 64); {NUM_DIGITS}-digit addition; {N
 
 def one_run(seed: int) -> list[dict]:
     """One seed: the warm-up, then a GRPO run from it under each asynchronous setting."""
-    import torch
-
-    import rlbook as rl
-    from rlbook.algos.agent import AgentGRPOConfig, multiturn_sft, train_agent_grpo
-    from rlbook.envs.text import TOOL_ALPHABET
-
-    torch.set_num_threads(1)
-    tok = rl.lm.build_char_tokenizer(TOOL_ALPHABET)
-    model = rl.lm.build_policy(rl.lm.policy_config(tok, size="small", n_positions=64), seed=seed, device="cpu")
-    multiturn_sft(model, demonstrations(tok, NUM_DIGITS, NUM_DEMOS, TOOL_SHARE), num_steps=WARMUP_STEPS,
-                  generator=torch.Generator().manual_seed(seed))
-    rows = []
-    for name, setting in ASYNC.items():
-        trained = copy.deepcopy(model)
-        begin = time.perf_counter()
-        history = train_agent_grpo(trained, make_env(tok, NUM_DIGITS), AgentGRPOConfig(**{**GRPO, **setting}, seed=seed),
-                                   progress=False)
-        rows.append({"seed": seed, "condition": name, **evaluate(trained, tok, NUM_DIGITS),
-                     "seconds": round(time.perf_counter() - begin, 1),
-                     "train_reward": [round(h["reward"], 4) for h in history],
-                     "train_call_frequency": [round(h["call_frequency"], 4) for h in history],
-                     "zero_variance_groups": [round(h["zero_variance_groups"], 4) for h in history]})
-    return rows
+    tok, model = warm_start(seed)
+    traces = {"train_reward": "reward", "train_call_frequency": "call_frequency",
+              "zero_variance_groups": "zero_variance_groups"}
+    return [grpo_row(model, tok, seed, name, setting, traces) for name, setting in ASYNC.items()]
 
 
 def main(argv=None) -> dict:
