@@ -64,6 +64,7 @@ _MODULES = [
     "algos.agent",
     # --- Part VII (on-policy distillation) ---
     "distill",
+    "algos.distillation",
 ]
 
 # The modules above are imported, and their names gathered here, on the first use of a public name

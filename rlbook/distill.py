@@ -64,6 +64,11 @@ reward                (none)                          TRL's loss is the full-voc
                                                       ``"full"`` maps as is; ``"sampled"`` (β = 1,
                                                       γ = 0) has the same expected gradient
 gamma                 (none)                          TRL's loss is per token: only ``gamma = 0`` maps
+prompts_per_step,     (per_device_train_batch_size,   not mapped: TRL counts completions per device and
+samples_per_prompt    gradient_accumulation_steps)    accumulation steps; set them through trl_kwargs
+distill_coef          (none)                          only 1 maps (TRL's loss is unweighted)
+verifier_coef         (none)                          only 0 maps (no verifier reward in TRL's loss)
+max_grad_norm         max_grad_norm                   the gradient-norm clip
 ====================  ==============================  ===============================================
 
 Also set (overridable): ``bf16=False`` (the book trains in float32; TRL's default bf16 is refused on
@@ -580,9 +585,18 @@ class DistillationConfig:
             reward (Thinking Machines, TRL), 1 the sequence-level reverse KL (MiniLLM). Must be 0
             with ``reward="full"``.
         seed: random seed.
+        prompts_per_step: P ≥ 1, training problems per step (the book's trainer,
+            :func:`rlbook.algos.distillation.distill_step`).
+        samples_per_prompt: G ≥ 1, completions sampled per problem (P·G completions per step; G ≥ 2
+            when ``verifier_coef`` ≠ 0, for GRPO's group comparison).
+        distill_coef: c_d ≥ 0, the weight of the distillation term in the book's per-token loss.
+        verifier_coef: c_v ≥ 0, the weight of the GRPO term (the verifier's group-relative advantage);
+            0: pure distillation; c_d = 0, c_v = 1: GRPO alone.
+        max_grad_norm: > 0, the gradient-norm clip of each update.
     Raises:
         ValueError: a field outside its range (the message names the field), or an inconsistent
-            pair (``reward="sampled"`` with β ≠ 1; ``reward="full"`` with γ ≠ 0).
+            pair (``reward="sampled"`` with β ≠ 1; ``reward="full"`` with γ ≠ 0; ``verifier_coef``
+            ≠ 0 with ``samples_per_prompt`` < 2; both coefficients 0).
     """
 
     beta: float = 1.0
@@ -594,6 +608,11 @@ class DistillationConfig:
     reward: str = "sampled"
     gamma: float = 0.0
     seed: int = 0
+    prompts_per_step: int = 16
+    samples_per_prompt: int = 4
+    distill_coef: float = 1.0
+    verifier_coef: float = 0.0
+    max_grad_norm: float = 1.0
 
     def __post_init__(self):
         _number("beta", self.beta, 0.0, 1.0)
@@ -612,6 +631,16 @@ class DistillationConfig:
         if self.reward == "full" and self.gamma != 0.0:
             raise ValueError(f"`gamma` must be 0.0 with reward='full' (a per-position divergence has no "
                              f"reward-to-go); got {self.gamma!r}")
+        _positive_int("prompts_per_step", self.prompts_per_step)
+        _positive_int("samples_per_prompt", self.samples_per_prompt)
+        _number("distill_coef", self.distill_coef, 0.0)
+        _number("verifier_coef", self.verifier_coef, 0.0)
+        _number("max_grad_norm", self.max_grad_norm, 0.0, low_inclusive=False)
+        if self.verifier_coef and self.samples_per_prompt < 2:
+            raise ValueError(f"`samples_per_prompt` must be at least 2 when `verifier_coef` is not 0 (GRPO compares "
+                             f"completions of one prompt); got {self.samples_per_prompt!r}")
+        if not self.distill_coef and not self.verifier_coef:
+            raise ValueError("`distill_coef` and `verifier_coef` must not both be 0 (the loss would be 0)")
 
 
 # rlbook field -> trl.DistillationConfig field (the table of the module docstring)
@@ -622,6 +651,7 @@ TRL_FIELD_MAP = {
     "lr": "learning_rate",
     "num_steps": "max_steps",
     "seed": "seed",
+    "max_grad_norm": "max_grad_norm",
 }
 
 
@@ -660,6 +690,12 @@ def to_trl_distillation_config(config: DistillationConfig, **trl_kwargs):
     if config.gamma != 0.0:
         problems.append(f"gamma={config.gamma!r}: TRL's distillation loss is per token (gamma = 0), with no "
                         "reward-to-go")
+    if config.verifier_coef != 0.0:
+        problems.append(f"verifier_coef={config.verifier_coef!r}: TRL's DistillationTrainer has no verifier "
+                        "reward (its loss is the divergence alone)")
+    if config.distill_coef != 1.0:
+        problems.append(f"distill_coef={config.distill_coef!r}: TRL's DistillationTrainer does not weight its "
+                        "divergence (scale the learning rate instead)")
     if problems:
         raise ValueError("TRL cannot express these rlbook settings:\n  - " + "\n  - ".join(problems))
     clash = sorted(set(trl_kwargs) & set(TRL_FIELD_MAP.values()))

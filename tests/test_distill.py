@@ -375,6 +375,11 @@ def test_config_defaults_are_fully_on_policy_per_token_reverse_kl():
     (dict(reward="k3"), "reward"),
     (dict(gamma=-0.5), "gamma"), (dict(gamma=0.5, reward="full"), "gamma"),
     (dict(seed=-1), "seed"),
+    (dict(prompts_per_step=0), "prompts_per_step"), (dict(samples_per_prompt=1.5), "samples_per_prompt"),
+    (dict(distill_coef=-1.0), "distill_coef"), (dict(verifier_coef=math.nan), "verifier_coef"),
+    (dict(max_grad_norm=0.0), "max_grad_norm"),
+    (dict(verifier_coef=1.0, samples_per_prompt=1), "samples_per_prompt"),  # GRPO needs a group
+    (dict(distill_coef=0.0), "distill_coef"),  # a loss of 0
 ])
 def test_config_errors_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"`{field}`"):
@@ -384,6 +389,8 @@ def test_config_errors_name_the_field(kwargs, field):
 def test_to_trl_refuses_what_trl_cannot_express_before_importing_it():
     with pytest.raises(ValueError, match=r"lmbda=0\.5(.|\n)*gamma=1\.0"):
         rl.to_trl_distillation_config(rl.DistillationConfig(lmbda=0.5, gamma=1.0))
+    with pytest.raises(ValueError, match=r"verifier_coef=1\.0(.|\n)*distill_coef=0\.5"):
+        rl.to_trl_distillation_config(rl.DistillationConfig(verifier_coef=1.0, distill_coef=0.5))
     with pytest.raises(ValueError, match="`config`"):
         rl.to_trl_distillation_config({"beta": 1.0})
     with pytest.raises(ValueError, match="max_completion_length"):

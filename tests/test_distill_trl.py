@@ -116,13 +116,13 @@ def test_distillation_trainer_chunked_loss_equals_rlbook(beta):
 
 
 def test_to_trl_distillation_config_carries_the_book_values(tmp_path):
-    config = rl.DistillationConfig(temperature=0.7, max_new_tokens=33, lr=3e-4, num_steps=17, seed=5)
+    config = rl.DistillationConfig(temperature=0.7, max_new_tokens=33, lr=3e-4, num_steps=17, seed=5, max_grad_norm=0.5)
     trl_config = rl.to_trl_distillation_config(config, output_dir=str(tmp_path), per_device_train_batch_size=3)
     assert isinstance(trl_config, trl.DistillationConfig)
     got = {name: getattr(trl_config, name) for name in
-           ("beta", "temperature", "max_completion_length", "learning_rate", "max_steps", "seed")}
+           ("beta", "temperature", "max_completion_length", "learning_rate", "max_steps", "seed", "max_grad_norm")}
     assert got == {"beta": 1.0, "temperature": 0.7, "max_completion_length": 33, "learning_rate": 3e-4,
-                   "max_steps": 17, "seed": 5}
+                   "max_steps": 17, "seed": 5, "max_grad_norm": 0.5}
     assert trl_config.output_dir == str(tmp_path) and trl_config.per_device_train_batch_size == 3
     assert trl_config.bf16 is False and trl_config.warmup_steps == 0
     assert str(getattr(trl_config.lr_scheduler_type, "value", trl_config.lr_scheduler_type)) == "constant"
