@@ -470,3 +470,44 @@ def test_agent_echo_trap_keeps_every_paired_seed_and_its_first_hundred_steps_are
             if run["seed"] in broadcast:
                 first = broadcast[run["seed"]]["train_reward"]
                 assert run["train_reward"][:len(first)] == first, run["seed"]
+
+
+def test_distillation_keeps_every_paired_seed_and_its_configurations_are_the_benchmark_s():
+    """Chapter 18's benchmark: every condition on the same ten or more seeds; the stored configurations are the
+    script's (the chapter builds its live runs from them, so one name means one configuration); accuracies in
+    [0, 1], KLs ≥ 0, the table recomputed from the runs, one value per step of every trace; the equal-sample rule
+    (every condition draws prompts_per_step × samples_per_prompt completions per step); and the chain rule behind
+    ``own_kl``: the sequence KL is the per-position mean KL weighted by the share of completions reaching each
+    position, so it is at least the first position's mean KL."""
+    import importlib.util
+    from pathlib import Path
+
+    saved = rl.benchmark_results("distillation")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "distillation.py"
+    spec = importlib.util.spec_from_file_location("bench_distillation", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seeds, conditions = saved["seeds"], saved["conditions"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
+    assert saved["command"].startswith("python benchmarks/distillation.py") and "--save" in saved["command"]
+    assert conditions == module.CONDITIONS and saved["common"] == module.COMMON
+    assert saved["configs"] == {name: {"method": m, **f} for name, (m, f) in module.CONFIGS.items()}
+    for name in module.CONFIGS:  # each stored configuration is a valid rl.DistillationConfig
+        fields = {k: v for k, v in saved["configs"][name].items() if k != "method"}
+        rl.DistillationConfig(**saved["common"], **fields, seed=0)
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for key in ("pass@1", "greedy", "pass@8"):
+            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
+        for key in module.FIELDS:
+            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
+        for r in runs:
+            assert r["own_kl"] >= 0 and r["teacher_prefix_kl"] >= 0
+            assert r["own_kl"] >= r["own_kl_by_position"][0] - 1e-9  # position 0 is reached by every completion
+            assert len(r["own_kl_by_position"]) == saved["common"]["max_new_tokens"]
+        if c != "start":
+            steps = saved["configs"][c]["num_steps"]
+            assert all(len(r["train_reward"]) == steps and len(r["train_loss"]) == steps for r in runs), c
+    start = by["start"]
+    assert len({(r["pass@1"], r["own_kl"]) for r in start}) == 1  # the untrained student does not depend on the seed
