@@ -511,3 +511,42 @@ def test_distillation_keeps_every_paired_seed_and_its_configurations_are_the_ben
             assert all(len(r["train_reward"]) == steps and len(r["train_loss"]) == steps for r in runs), c
     start = by["start"]
     assert len({(r["pass@1"], r["own_kl"]) for r in start}) == 1  # the untrained student does not depend on the seed
+
+
+def test_distillation_multi_teacher_keeps_every_paired_seed_and_its_families_partition_the_evaluation():
+    """Chapter 18's multi-teacher benchmark: every condition on the same ten or more seeds, configurations the
+    script's, accuracies in [0, 1], the table recomputed from the runs; the two families' held-out problems
+    partition the 200 evaluation problems (each family's pass@1 is its own evaluation, with its own samples); the
+    untrained student does not depend on the seed; each specialist teacher is stored with its accuracy."""
+    import importlib.util
+    from pathlib import Path
+
+    saved = rl.benchmark_results("distillation_multi_teacher")
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location("bench_distillation_multi_teacher",
+                                                  benchmarks / "distillation_multi_teacher.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seeds, conditions = saved["seeds"], saved["conditions"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
+    assert saved["command"].startswith("python benchmarks/distillation_multi_teacher.py") and "--save" in saved["command"]
+    assert conditions == module.CONDITIONS and saved["configs"] == module.CONFIGS
+    assert saved["families"] == list(module.FAMILY_NAMES)
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for key in module.FIELDS:
+            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
+            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
+        for r in runs:
+            sizes = [r[f"num_problems_{f}"] for f in module.FAMILY_NAMES]
+            assert sum(sizes) == r["num_problems"] == module.NUM_EVAL and min(sizes) > 0
+    assert len({(r["pass@1"], r["pass@1_units_carry"]) for r in by["start"]}) == 1
+    assert set(saved["teachers"]) == {"generalist", "units_carry_teacher", "no_units_carry_teacher"}
+    # `generalist` and `grpo` are the distillation benchmark's `full_kl` and `grpo`, seed for seed, where both
+    # were made with one torch on one machine (the same student, teacher, configuration and seeds)
+    single = rl.benchmark_results("distillation")
+    if single["torch"] == saved["torch"] and single["machine"] == saved["machine"]:
+        for here, there in (("generalist", "full_kl"), ("grpo", "grpo")):
+            stored = {r["seed"]: r["pass@1"] for r in single["runs"] if r["condition"] == there}
+            assert [r["pass@1"] for r in by[here]] == [stored[s] for s in seeds], here

@@ -143,7 +143,7 @@ def _check_update(setup, config, method="on_policy", detach_reward=True):
         torch.testing.assert_close(p1.detach(), want, atol=1e-10, rtol=1e-8)
         moved += float((p1 - p0).detach().abs().sum())
     assert moved > 1e-4  # the step did move the weights
-    assert metrics["loss"] == pytest.approx(float(loss), rel=1e-6, abs=1e-9)
+    assert metrics["loss"] == pytest.approx(float(loss.detach()), rel=1e-6, abs=1e-9)
     return metrics, loss
 
 
@@ -170,7 +170,7 @@ def test_forward_kl_step_matches_the_library_divergence(setup):
     logits = rl.completion_logits(student, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed)
     t_logits = rl.completion_logits(teacher, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed)
     want = rl.forward_kl_per_token(logits, t_logits, mask=batch.completion_mask)
-    want = float((want * batch.completion_mask).sum() / batch.completion_mask.sum())
+    want = float((want.detach() * batch.completion_mask).sum() / batch.completion_mask.sum())
     metrics = rl.distill_step(copy.deepcopy(student), teacher, torch.optim.SGD(student.parameters(), lr=0.0), tok, task,
                               config, g, forbidden)
     assert metrics["loss"] == pytest.approx(want, rel=1e-9)
@@ -278,3 +278,72 @@ def test_prefix_divergence_sums_positions_weighted_by_the_rows_that_reach_them(s
         kwargs = {**dict(num_samples=1, max_new_tokens=2), **bad}
         with pytest.raises(ValueError, match=f"`{name}`"):
             rl.prefix_divergence(student, teacher, tok, prompts, student, generator=torch.Generator(), **kwargs)
+
+
+# ============================================================================= task families and routed teachers
+
+
+def test_families_split_the_task_on_the_units_carry_and_keep_the_split():
+    whole = rl.lm.ScratchpadAdditionTask(num_digits=2)
+    carry = rl.lm.ScratchpadAdditionTask(num_digits=2, family="units_carry")
+    plain = rl.lm.ScratchpadAdditionTask(num_digits=2, family="no_units_carry")
+    assert carry.num_train + plain.num_train == whole.num_train
+    assert carry.num_held_out + plain.num_held_out == whole.num_held_out
+    held = {p.prompt for p in whole.held_out_problems()}
+    for task, family in ((carry, "units_carry"), (plain, "no_units_carry")):
+        problems = task.held_out_problems() + task.sample_problems(300, torch.Generator().manual_seed(0))
+        assert all(whole.family_of(p.prompt) == family for p in problems)
+        assert {p.prompt for p in task.held_out_problems()} <= held  # held out in the whole task too
+        assert not any(task.is_held_out(p.prompt) for p in task.sample_problems(300, torch.Generator().manual_seed(1)))
+    # enumeration: 45 of the 100 units pairs carry
+    assert sum((a + b) >= 10 for a in range(10) for b in range(10)) == 45
+    assert carry.num_train + carry.num_held_out == 45 * 100
+    assert whole.family_of("07+45=") == "units_carry" and whole.family_of("07+42=") == "no_units_carry"
+    with pytest.raises(ValueError, match="`family`"):
+        rl.lm.ScratchpadAdditionTask(family="tens_carry")
+
+
+def test_a_family_is_part_of_the_sft_fingerprint_and_the_whole_task_s_is_unchanged():
+    from rlbook.lm.sft import _task_fingerprint
+
+    whole = _task_fingerprint(rl.lm.ScratchpadAdditionTask())
+    assert "family" not in whole  # checkpoints written before families existed stay valid
+    assert _task_fingerprint(rl.lm.ScratchpadAdditionTask(family="units_carry"))["family"] == "units_carry"
+
+
+def test_a_routed_teacher_grades_each_row_with_its_family_s_teacher(setup):
+    task, tok, student, teacher, forbidden = setup
+    other = rl.lm.build_policy(student.config, seed=3, device="cpu").double().requires_grad_(False)
+    config = _config(reward="full", prompts_per_step=4)
+    def route(prompt):
+        return "even" if int(prompt[0]) % 2 == 0 else "odd"
+
+    routed = rl.RoutedTeacher({"even": teacher, "odd": other}, route)
+    g = torch.Generator().manual_seed(4)
+    batch, prompts = _batch(task, tok, student, config, torch.Generator().set_state(g.get_state()), forbidden)
+    assert len({route(p) for p in prompts}) == 2  # the batch holds both families
+    metrics = rl.distill_step(copy.deepcopy(student), routed, torch.optim.SGD(student.parameters(), lr=0.0), tok, task,
+                              config, g, forbidden)
+    mask = batch.completion_mask
+    log_p = _next_token_log_probs(student, batch.prompt_ids, batch.completion_ids, mask, forbidden, 1.0)
+    log_q = torch.stack([_next_token_log_probs(teacher if route(p) == "even" else other, batch.prompt_ids[i:i + 1],
+                                               batch.completion_ids[i:i + 1], mask[i:i + 1], forbidden, 1.0)[0]
+                         for i, p in enumerate(prompts)])
+    allowed = [i for i in range(log_p.shape[-1]) if i not in set(forbidden)]
+    kl = (log_p[..., allowed].exp() * (log_p[..., allowed] - log_q[..., allowed])).sum(-1)
+    assert metrics["loss"] == pytest.approx(float((kl * mask).sum() / mask.sum()), rel=1e-9)
+    # one teacher under every name is that teacher, bit for bit
+    same = rl.RoutedTeacher({"even": teacher, "odd": teacher}, route)
+    runs = [rl.distill_step(copy.deepcopy(student), t, torch.optim.SGD(student.parameters(), lr=0.0), tok, task, config,
+                            torch.Generator().manual_seed(4), forbidden)["loss"] for t in (same, teacher)]
+    assert runs[0] == runs[1]
+    with pytest.raises(ValueError, match="no teacher"):
+        rl.distill_step(student, rl.RoutedTeacher({"even": teacher}, route), torch.optim.SGD(student.parameters(), lr=0.0),
+                        tok, task, config, torch.Generator().manual_seed(4), forbidden)
+    with pytest.raises(ValueError, match="`teachers`"):
+        rl.RoutedTeacher({}, route)
+    with pytest.raises(ValueError, match="`route`"):
+        rl.RoutedTeacher({"a": teacher}, "a")
+    with pytest.raises(ValueError, match="one model"):
+        rl.sequence_kd_step(student, routed, torch.optim.SGD(student.parameters(), lr=0.0), tok, task, config,
+                            torch.Generator(), forbidden)

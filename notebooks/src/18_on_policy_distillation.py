@@ -26,6 +26,7 @@
 #   sampled reward and with the full-vocabulary KL, GRPO on the verifier, and GRPO with a distillation term;
 # * measure exposure bias: how far a student drifts from its teacher on its own prefixes compared with the
 #   teacher's;
+# * distil two specialist teachers into one student, each grading the problems of its own family;
 # * map the book's settings onto TRL's `DistillationTrainer`.
 #
 # **Prerequisites.** The KL estimators k1–k3 and forward against reverse KL (chapter 5); GRPO (chapter 9) and
@@ -73,9 +74,9 @@ print("size:", SIZE, "| device:", DEVICE)
 # telescope into the sequences' log-ratio, and its mean under the student's own samples is minus the
 # *reverse* KL between the two models' distributions over whole completions:
 #
-# $$\mathbb{E}_{x \sim \pi_\theta}\Big[\sum_t r_t\Big] = \mathbb{E}_{x \sim \pi_\theta}\big[\log \pi_T(x \mid q)
-# - \log \pi_\theta(x \mid q)\big] = -\,\mathrm{KL}\big(\pi_\theta(\cdot \mid q) \,\|\, \pi_T(\cdot \mid q)\big).
-# \tag{18.2}$$
+# $$\begin{aligned}\mathbb{E}_{x \sim \pi_\theta}\Big[\sum_t r_t\Big]
+# &= \mathbb{E}_{x \sim \pi_\theta}\big[\log \pi_T(x \mid q) - \log \pi_\theta(x \mid q)\big] \cr
+# &= -\,\mathrm{KL}\big(\pi_\theta(\cdot \mid q) \,\|\, \pi_T(\cdot \mid q)\big).\end{aligned} \tag{18.2}$$
 #
 # So $-r_t$ is chapter 5's k1 estimator with the teacher in the reference's place, and maximising the
 # expected summed reward is minimising the sequence-level reverse KL: the student is pulled to the
@@ -99,10 +100,12 @@ print("size:", SIZE, "| device:", DEVICE)
 # The second and third have the same mean, and it is *not* the gradient of (18.2). By the chain rule of KL
 # the sequence KL is a sum of per-position KLs, each averaged over the prefixes the student writes:
 #
-# $$\mathrm{KL}(\pi_\theta \,\|\, \pi_T) = \sum_t \mathbb{E}_{x_{<t} \sim \pi_\theta}
-# \Big[\mathrm{KL}\big(\pi_\theta(\cdot \mid x_{<t}) \,\|\, \pi_T(\cdot \mid x_{<t})\big)\Big]. \tag{18.3}$$
+# $$\begin{aligned}\mathrm{KL}(\pi_\theta \,\|\, \pi_T) &= \sum_t \mathbb{E}_{x_{<t} \sim \pi_\theta}
+# \big[D_t(x_{<t})\big], \cr
+# D_t(x_{<t}) &= \mathrm{KL}\big(\pi_\theta(\cdot \mid x_{<t}) \,\|\, \pi_T(\cdot \mid x_{<t})\big).\end{aligned}
+# \tag{18.3}$$
 #
-# The per-token signals differentiate the KL inside the brackets and hold the prefix distribution fixed.
+# The per-token signals differentiate each $D_t$ and hold the prefix distribution fixed.
 # They miss one term: how changing token $t$ changes which prefixes the student meets later, and so how much
 # it will disagree with the teacher there (Tang & Munos 2025, arXiv:2506.09477, study such partial KL
 # gradients). In exchange their estimate carries no later token's sampling noise.
@@ -593,7 +596,111 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 18.6 Where this goes at scale
+# ## 18.6 Two teachers, one student
+#
+# A teacher does not have to know everything. Post-training pipelines now often train specialists, one per
+# domain, and distil them into one model: each completion is graded by the teacher of its domain, and the
+# student learns all of them at once. Nothing in (18.1) changes: the reward of a token is the log-ratio to
+# *its* teacher.
+#
+# The book's version splits the scratchpad task into two families on the same train / held-out split: the
+# problems whose units digits sum to 10 or more (`units_carry`, 45 % of them: the tens column needs the
+# `+1`) and the others (`no_units_carry`). Two teachers of §18.2's kind are trained once, each on one family
+# only (`rl.lm.ScratchpadAdditionTask(family=...)`), and the benchmark `benchmarks/distillation_multi_teacher.py`
+# gives the same student the §18.3 budget (1,600 samples, the full-vocabulary KL) under five regimes:
+# `routed` (each completion graded by its family's teacher, `rl.RoutedTeacher`), `carry_teacher` or
+# `no_carry_teacher` alone grading everything, `generalist` (§18.2's teacher, trained on the whole task), and
+# `grpo` on the verifier. The cell reads the stored runs (ten paired seeds; this chapter does not retrain
+# the specialists) and first shows what each teacher knows.
+
+# %%
+multi = rl.benchmark_results("distillation_multi_teacher")
+mt_by = {c: [r for r in multi["runs"] if r["condition"] == c] for c in multi["conditions"]}
+assert all([r["seed"] for r in mt_by[c]] == multi["seeds"] for c in mt_by)  # paired
+FAMILY_KEYS = ("pass@1", "pass@1_units_carry", "pass@1_no_units_carry")
+print(f"{'teacher':<24}" + "".join(f"{k:>24}" for k in FAMILY_KEYS))
+for name, result in multi["teachers"].items():
+    print(f"{name:<24}" + "".join(f"{result[k]:>24.3f}" for k in FAMILY_KEYS))
+
+
+def mt_values(condition, key):
+    return np.array([r[key] for r in mt_by[condition]], dtype=float)
+
+
+print(f"\n{len(multi['seeds'])} seeds; each student after 1,600 samples (pass@1 on the held-out problems of each family)")
+print(f"{'student':<24}" + "".join(f"{k:>24}" for k in FAMILY_KEYS))
+for c in multi["conditions"]:
+    cells = [rl.mean_ci(mt_values(c, k)) if c != "start" else (mt_values(c, k)[0],) * 3 for k in FAMILY_KEYS]
+    print(f"{c:<24}" + "".join(f"{f'{m:.3f} [{lo:.3f}, {hi:.3f}]':>24}" for m, lo, hi in cells))
+mt_cmp = {(a, b, k): rl.compare(mt_values(a, k), mt_values(b, k), names=(f"{a} {k}", b))
+          for a, b, k in (("routed", "grpo", "pass@1"), ("routed", "generalist", "pass@1"),
+                          ("routed", "generalist", "pass@1_units_carry"), ("routed", "generalist", "pass@1_no_units_carry"),
+                          ("carry_teacher", "start", "pass@1_no_units_carry"),
+                          ("no_carry_teacher", "start", "pass@1_units_carry"),
+                          ("carry_teacher", "routed", "pass@1_units_carry"),
+                          ("no_carry_teacher", "routed", "pass@1_no_units_carry"))}
+for c in mt_cmp.values():
+    print(c)
+
+# %% [markdown]
+# Each specialist is right on almost every problem of its own family and on almost none of the other's:
+# the teacher of the problems without a carry never learned the `+1`. What the student learns:
+#
+# * **Routed, two specialists taught what one teacher of everything did.**
+#   `routed` is within one point of pass@1 of `generalist`,
+#   overall and on each family (an equivalence margin of ±0.01, under an eighth of what a teacher adds over GRPO here),
+#   and it is above `grpo` by about 9 points.
+# * **One specialist alone teaches its mistakes.** Graded everywhere by the teacher that never carries,
+#   the student gets worse than it started on the carry problems;
+#   graded everywhere by the carry specialist, worse on the others.
+#   Distillation follows the teacher, wrong or right, and the verifier is not consulted.
+# * **And it costs the specialist's own family too.** A student graded everywhere by the carry specialist
+#   is below the routed one even on the carry problems: its one set of weights is pulled toward the wrong
+#   answers on the rest. Routing is not a detail.
+
+# %%
+rl.claim("right on almost every problem of its own family",
+         min(multi["teachers"]["units_carry_teacher"]["pass@1_units_carry"],
+             multi["teachers"]["no_units_carry_teacher"]["pass@1_no_units_carry"]), low=0.99)
+rl.claim("and on almost none of the other's",
+         max(multi["teachers"]["units_carry_teacher"]["pass@1_no_units_carry"],
+             multi["teachers"]["no_units_carry_teacher"]["pass@1_units_carry"]), high=0.01)
+for key in FAMILY_KEYS:
+    rl.claim_comparison("`routed` is within one point of pass@1 of `generalist`", mt_cmp[("routed", "generalist", key)],
+                        "equivalent", margin=0.01)
+rl.claim("under an eighth of what a teacher adds over GRPO here", 0.01 / mt_cmp[("routed", "grpo", "pass@1")].mean_diff,
+         high=1 / 8)
+rl.claim_comparison("it is above `grpo` by about 9 points", mt_cmp[("routed", "grpo", "pass@1")], ">")
+rl.claim("it is above `grpo` by about 9 points", mt_cmp[("routed", "grpo", "pass@1")].mean_diff, 0.09, abs=0.01)
+rl.claim_comparison("the student gets worse than it started on the carry problems",
+                    mt_cmp[("no_carry_teacher", "start", "pass@1_units_carry")], "<")
+rl.claim_comparison("graded everywhere by the carry specialist, worse on the others",
+                    mt_cmp[("carry_teacher", "start", "pass@1_no_units_carry")], "<")
+rl.claim_comparison("is below the routed one even on the carry problems",
+                    mt_cmp[("carry_teacher", "routed", "pass@1_units_carry")], "<")
+
+# %%
+fig, ax = plt.subplots(figsize=(8.4, 3.3), dpi=80)
+MT_RUNS = ["routed", "generalist", "carry_teacher", "no_carry_teacher", "grpo"]
+width = 0.38
+for j, (key, label, colour) in enumerate((("pass@1_units_carry", "problems with a units carry", "tab:red"),
+                                          ("pass@1_no_units_carry", "problems without", "tab:blue"))):
+    for i, name in enumerate(MT_RUNS):
+        mean, low, high = rl.mean_ci(mt_values(name, key))
+        ax.bar(i + (j - 0.5) * width, mean, width, color=colour, yerr=[[mean - low], [high - mean]], capsize=2,
+               label=label if i == 0 else None)
+    ax.axhline(mt_values("start", key)[0], color=colour, ls="--", lw=1)
+ax.set_xticks(range(len(MT_RUNS)), MT_RUNS)
+ax.set_ylabel("held-out pass@1")
+ax.set_ylim(0, 1.2)
+ax.set_yticks(np.arange(0, 1.01, 0.2))
+ax.set_title("Who grades matters: after 1,600 samples (10 seeds, 95 % CI; dashed: before)")
+ax.legend(loc="upper center", ncol=2)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 18.7 Where this goes at scale
 #
 # TRL 1.16's `DistillationTrainer` is this chapter's `full_kl` at `beta=1.0`: the student samples, and the
 # loss is the generalised Jensen–Shannon divergence of GKD over the whole vocabulary at every position
@@ -637,6 +744,8 @@ plt.show()
 #   student starts in a way the teacher never does.
 # * A ten times larger step costs both distillation signals; between them at that step, no difference detected
 #   at this scale: the full vocabulary does not rescue it.
+# * Two specialists, each grading the completions of its own family, taught the student what one teacher of
+#   everything did (within one point of pass@1); one specialist grading everything taught its mistakes.
 
 # %%
 rl.claim_comparison("the full-vocabulary KL beats the sampled reward", cmp[("full_kl", "k1")], ">")
@@ -650,6 +759,10 @@ rl.claim_comparison("and much further on its own", cmp_own, ">")
 rl.claim_comparison("A ten times larger step costs both distillation signals", cmp_fast[("k1_fast", "k1")], "<")
 rl.claim_comparison("A ten times larger step costs both distillation signals", cmp_fast[("full_kl_fast", "full_kl")], "<")
 rl.claim_comparison("between them at that step, no difference detected", cmp_fast[("full_kl_fast", "k1_fast")], "none")
+rl.claim_comparison("taught the student what one teacher of", mt_cmp[("routed", "generalist", "pass@1")],
+                    "equivalent", margin=0.01)
+rl.claim_comparison("one specialist grading everything taught its mistakes",
+                    mt_cmp[("no_carry_teacher", "start", "pass@1_units_carry")], "<")
 rl.report_headline(f"On-policy distillation: full_kl − sequence_kd pass@1 {cmp[('full_kl', 'sequence_kd')].mean_diff:+.3f} "
                    f"[{cmp[('full_kl', 'sequence_kd')].ci_low:+.3f}, {cmp[('full_kl', 'sequence_kd')].ci_high:+.3f}]; "
                    f"full_kl − k1 {cmp[('full_kl', 'k1')].mean_diff:+.3f} [{cmp[('full_kl', 'k1')].ci_low:+.3f}, "
@@ -674,10 +787,11 @@ rl.report_headline(f"On-policy distillation: full_kl − sequence_kd pass@1 {cmp
 # 4. *(Design.)* §18.4 found exposure bias at the first tokens and no compounding along the completion.
 #    Design a version of the scratchpad task on which a detour lasts, so that the $\varepsilon T^2$ against
 #    $\varepsilon T$ argument can be measured. Say what you would plot, against what.
-# 5. *(Design.)* *Multi-teacher distillation* trains one student from several specialists. With two teachers
-#    trained on two task families (for example 2-digit and 3-digit addition), design the comparison with
-#    GRPO on the mixed task, each drawing as many samples: which teacher grades which completion, what is held
-#    fixed, what you would measure over how many seeds, and what result would make you prefer each.
+# 5. *(Design.)* §18.6 routed each problem to its family's teacher because the family was known. Suppose it is
+#    not: each completion goes to whichever teacher gives it the higher probability,
+#    $r_t = \max_k \log \pi_{T_k}(x_t \mid \cdot) - \log \pi_\theta(x_t \mid \cdot)$. What does this reward, on a
+#    carry problem whose completion forgot the `+1`? Propose a routing that needs no labels and does not have
+#    this flaw.
 
 # %% [markdown] tags=["solution"] jp-MarkdownHeadingCollapsed=true
 # ## Solutions
@@ -750,12 +864,10 @@ for gamma in (0.0, 1.0):
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 5
 #
-# Train the two teachers on their families alone, and one student from a shared starting model. At each
-# step draw problems from both families in a fixed proportion; the student samples, and each completion is
-# graded by the teacher of its problem's family (full-vocabulary reverse KL; the tokenizer is shared). The
-# baseline is GRPO on the verifier on the same mixture, with the same problems per step, completions per
-# problem, steps and learning-rate search. Hold the student's number of samples fixed; report each family's held-out
-# pass@1 and the mean, over ten paired seeds, with the paired differences and their intervals. Prefer
-# distillation if it is above GRPO on both families; prefer GRPO if it is above on either family without a
-# loss on the other (the teachers' ceiling would then be the limit); and report a family that distillation
-# loses as the cost of a weak teacher, not of the method.
+# The maximum over teachers rewards a token whenever *some* teacher likes it. On a carry problem, a completion
+# that forgot the `+1` is exactly what the no-carry specialist writes, so it scores well under that teacher,
+# and the student is taught the mistake, as in §18.6's single-specialist runs, though now only where it errs.
+# The student's own choices pick its grader, which is the loophole. A routing without labels must be decided
+# by the *problem*, not by the completion: for example by the teachers' agreement on the problem's first
+# tokens before the student writes (or by a classifier of prompts trained on the teachers' own training
+# sets), fixed before sampling, so that no completion can choose the teacher that flatters it.

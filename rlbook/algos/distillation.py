@@ -25,6 +25,10 @@ One step of :func:`distill_step` (the formulas of :mod:`rlbook.distill`, on a re
 Every update is on fresh samples of the current student, so the importance ratio is 1 and there is no
 clipping: one update per batch.
 
+Several teachers: a :class:`RoutedTeacher` grades each completion with the teacher of its prompt's task family
+(multi-teacher distillation); :func:`sequence_kd_step` is the off-policy baseline (the teacher writes, the student
+imitates), and :func:`prefix_divergence` measures exposure bias.
+
 Sources: Agarwal et al. 2023 (GKD), arXiv:2306.13649, Algorithm 1 with λ = 1; Gu et al. 2023
 (MiniLLM), arXiv:2306.08543 (reward-to-go, γ = 1); K. Lu and Thinking Machines Lab, "On-Policy
 Distillation" (Connectionism blog, Oct. 2025; the per-token reward, γ = 0); Shao et al. 2024,
@@ -46,7 +50,8 @@ from rlbook.lm.sampling import sample_completions
 from rlbook.lm.tokenizer import encode_prompts
 from rlbook.returns import rewards_to_go
 
-__all__ = ["completion_logits", "distill_step", "train_distillation", "sequence_kd_step", "prefix_divergence"]
+__all__ = ["completion_logits", "distill_step", "train_distillation", "sequence_kd_step", "prefix_divergence",
+           "RoutedTeacher"]
 
 
 def _allowed_ids(vocab_size: int, forbidden_ids, device) -> torch.Tensor:
@@ -92,6 +97,81 @@ def completion_logits(model, prompt_ids: torch.Tensor, completion_ids: torch.Ten
     return logits if allowed_ids is None else logits.index_select(-1, allowed_ids.to(device))
 
 
+class RoutedTeacher:
+    """Several teachers, one per task family: each completion is graded by the teacher of its prompt's family.
+
+    Multi-teacher distillation (chapter 18): specialists trained on different task families teach one student;
+    :func:`distill_step` scores each row with ``teachers[route(prompt)]``. All teachers share the student's
+    tokenizer (the reward compares their probabilities token by token).
+
+    Args:
+        teachers: dict family name -> frozen causal LM.
+        route: callable prompt (str) -> family name (a key of ``teachers``), e.g.
+            :meth:`rlbook.lm.AdditionTask.family_of`.
+    Raises:
+        ValueError: ``teachers`` empty or not a dict, or ``route`` not callable.
+    """
+
+    def __init__(self, teachers: dict, route):
+        if not isinstance(teachers, dict) or not teachers:
+            raise ValueError(f"`teachers` must be a non-empty dict family -> model; got {type(teachers).__name__}")
+        if not callable(route):
+            raise ValueError("`route` must be a callable prompt -> family name")
+        self.teachers = dict(teachers)
+        self.route = route
+
+    def logits(self, prompts, prompt_ids, completion_ids, prompt_mask, allowed_ids) -> torch.Tensor:
+        """(B, T, V') teacher logits, row b from ``teachers[route(prompts[b])]`` (no gradient).
+
+        Raises:
+            ValueError: a prompt routed to a family with no teacher.
+        """
+        families = [self.route(p) for p in prompts]
+        unknown = sorted(set(families) - set(self.teachers))
+        if unknown:
+            raise ValueError(f"`route` sent prompts to families with no teacher: {unknown} (teachers: {sorted(self.teachers)})")
+        out = None
+        for family, model in self.teachers.items():
+            rows = [i for i, f in enumerate(families) if f == family]
+            if not rows:
+                continue
+            index = torch.tensor(rows, device=prompt_ids.device)
+            part = completion_logits(model, prompt_ids[index], completion_ids[index],
+                                     None if prompt_mask is None else prompt_mask[index], allowed_ids)
+            if out is None:
+                out = part.new_zeros((prompt_ids.shape[0], *part.shape[1:]))
+            out[index.to(out.device)] = part
+        return out
+
+
+def _teacher_logits(teacher, prompts, batch, allowed) -> torch.Tensor:
+    if isinstance(teacher, RoutedTeacher):
+        return teacher.logits(prompts, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed)
+    return completion_logits(teacher, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed)
+
+
+def _rollout(sampler, student, tokenizer, task, config: DistillationConfig, generator, forbidden_ids) -> dict:
+    """Draw P problems, sample G completions of each from ``sampler``, and score them with the student (with
+    gradient) over the allowed tokens; also the verifier's rewards. The first half of every step."""
+    device = next(student.parameters()).device
+    prompts = [p.prompt for p in task.sample_problems(config.prompts_per_step, generator)]
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
+    with torch.no_grad():
+        batch = sample_completions(sampler, prompt_ids.to(device), prompt_mask.to(device),
+                                   num_samples=config.samples_per_prompt, max_new_tokens=config.max_new_tokens,
+                                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id or 0,
+                                   forbidden_ids=forbidden_ids, temperature=config.temperature, generator=generator,
+                                   tokenizer=tokenizer)
+    allowed = _allowed_ids(len(tokenizer), forbidden_ids, device)
+    column = torch.full((len(tokenizer),), -1, dtype=torch.long, device=device)
+    column[allowed] = torch.arange(len(allowed), device=device)
+    row_prompts = [q for q in prompts for _ in range(config.samples_per_prompt)]
+    return {"batch": batch, "mask": batch.completion_mask.to(device), "allowed": allowed, "row_prompts": row_prompts,
+            "tokens": column[batch.completion_ids.to(device)].clamp(min=0),  # positions after EOS may hold padding
+            "logits": completion_logits(student, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed),
+            "rewards": [task.reward(q, o) for q, o in zip(row_prompts, batch.texts)]}
+
+
 def _check_step_config(config: DistillationConfig, teacher) -> None:
     if not isinstance(config, DistillationConfig):
         raise ValueError(f"`config` must be an rlbook.DistillationConfig; got {type(config).__name__}")
@@ -111,7 +191,8 @@ def distill_step(student, teacher, optimizer, tokenizer, task, config: Distillat
 
     Args:
         student: the causal LM being trained (in place; its weights at call time sample).
-        teacher: the frozen teacher LM (same tokenizer), or None when ``config.distill_coef`` is 0.
+        teacher: the frozen teacher LM (same tokenizer), a :class:`RoutedTeacher` (one teacher per task
+            family), or None when ``config.distill_coef`` is 0.
         optimizer: a torch optimiser over the student's parameters.
         tokenizer: the shared tokenizer (eos and pad ids set).
         task: ``sample_problems(n, generator)`` and ``reward(prompt, completion)`` (0/1 correctness).
@@ -127,34 +208,19 @@ def distill_step(student, teacher, optimizer, tokenizer, task, config: Distillat
         ValueError: a bad config (see :func:`_check_step_config`).
     """
     _check_step_config(config, teacher)
-    device = next(student.parameters()).device
-    problems = task.sample_problems(config.prompts_per_step, generator)
-    prompts = [p.prompt for p in problems]
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
-    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
-    with torch.no_grad():
-        batch = sample_completions(student, prompt_ids, prompt_mask, num_samples=config.samples_per_prompt,
-                                   max_new_tokens=config.max_new_tokens, eos_token_id=tokenizer.eos_token_id,
-                                   pad_token_id=tokenizer.pad_token_id or 0, forbidden_ids=forbidden_ids,
-                                   temperature=config.temperature, generator=generator, tokenizer=tokenizer)
-    mask = batch.completion_mask.to(device)
-    allowed = _allowed_ids(len(tokenizer), forbidden_ids, device)
-    column = torch.full((len(tokenizer),), -1, dtype=torch.long, device=device)
-    column[allowed] = torch.arange(len(allowed), device=device)
-    tokens = column[batch.completion_ids.to(device)].clamp(min=0)  # positions after EOS may hold padding
-    logits = completion_logits(student, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed)
+    roll = _rollout(student, student, tokenizer, task, config, generator, forbidden_ids)
+    batch, mask, allowed, logits, row_prompts = roll["batch"], roll["mask"], roll["allowed"], roll["logits"], roll["row_prompts"]
     tau = config.temperature
     log_p = torch.log_softmax(logits / tau, dim=-1)
-    log_probs = log_p.gather(-1, tokens[..., None]).squeeze(-1)  # (B, T), with gradient
-    rewards = torch.tensor([task.reward(q, o) for q, o in zip([q for q in prompts for _ in range(config.samples_per_prompt)],
-                                                                batch.texts)], dtype=log_probs.dtype, device=device)
+    log_probs = log_p.gather(-1, roll["tokens"][..., None]).squeeze(-1)  # (B, T), with gradient
+    rewards = torch.tensor(roll["rewards"], dtype=log_probs.dtype, device=log_probs.device)
     per_token = torch.zeros_like(log_probs)
     metrics = {}
     if teacher is not None:
         with torch.no_grad():
-            teacher_logits = completion_logits(teacher, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed)
+            teacher_logits = _teacher_logits(teacher, row_prompts, batch, allowed)
             log_q = torch.log_softmax(teacher_logits / tau, dim=-1)
-            teacher_log_probs = log_q.gather(-1, tokens[..., None]).squeeze(-1)
+            teacher_log_probs = log_q.gather(-1, roll["tokens"][..., None]).squeeze(-1)
             r = distillation_rewards(log_probs.detach(), teacher_log_probs, mask)
             kl = (log_p.exp() * (log_p - log_q)).sum(-1)
         metrics.update(reverse_kl=float(masked_mean(kl, mask)), k1_reward=float(masked_mean(r, mask)),
@@ -198,33 +264,20 @@ def sequence_kd_step(student, teacher, optimizer, tokenizer, task, config: Disti
     Raises:
         ValueError: ``teacher`` is None or ``config`` is not a DistillationConfig.
     """
-    if teacher is None:
-        raise ValueError("`teacher` is required: sequence-level KD trains on the teacher's samples")
+    if teacher is None or isinstance(teacher, RoutedTeacher):
+        raise ValueError("`teacher` must be one model: sequence-level KD trains on that teacher's samples")
     if not isinstance(config, DistillationConfig):
         raise ValueError(f"`config` must be an rlbook.DistillationConfig; got {type(config).__name__}")
-    device = next(student.parameters()).device
-    problems = task.sample_problems(config.prompts_per_step, generator)
-    prompts = [p.prompt for p in problems]
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
-    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
-    with torch.no_grad():
-        batch = sample_completions(teacher, prompt_ids, prompt_mask, num_samples=config.samples_per_prompt,
-                                   max_new_tokens=config.max_new_tokens, eos_token_id=tokenizer.eos_token_id,
-                                   pad_token_id=tokenizer.pad_token_id or 0, forbidden_ids=forbidden_ids,
-                                   temperature=config.temperature, generator=generator, tokenizer=tokenizer)
-    mask = batch.completion_mask.to(device)
-    allowed = _allowed_ids(len(tokenizer), forbidden_ids, device)
-    column = torch.full((len(tokenizer),), -1, dtype=torch.long, device=device)
-    column[allowed] = torch.arange(len(allowed), device=device)
-    tokens = column[batch.completion_ids.to(device)].clamp(min=0)
-    logits = completion_logits(student, batch.prompt_ids, batch.completion_ids, batch.prompt_mask, allowed)
-    log_probs = torch.log_softmax(logits / config.temperature, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+    roll = _rollout(teacher, student, tokenizer, task, config, generator, forbidden_ids)
+    mask = roll["mask"]
+    log_probs = torch.log_softmax(roll["logits"] / config.temperature, dim=-1).gather(
+        -1, roll["tokens"][..., None]).squeeze(-1)
     loss = -masked_mean(log_probs, mask)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), config.max_grad_norm)
     optimizer.step()
-    rewards = [task.reward(q, o) for q, o in zip([q for q in prompts for _ in range(config.samples_per_prompt)], batch.texts)]
+    rewards = roll["rewards"]
     return dict(loss=float(loss.detach()), reward=sum(rewards) / len(rewards),
                 length=float(mask.sum(-1).float().mean()), grad_norm=float(grad_norm))
 

@@ -42,7 +42,7 @@ _SUBMODULES = ("tokenizer", "task", "model", "sampling", "logprobs", "gpt2_fast"
                "dpo", "reward_model", "preference_task")
 _EXPORTS = {
     "tokenizer": ["SPECIAL_TOKENS", "DEFAULT_ALPHABET", "build_char_tokenizer", "encode_prompts", "forbidden_token_ids"],
-    "task": ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer"],
+    "task": ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer", "FAMILIES"],
     "model": ["policy_config", "build_policy", "load_policy", "count_parameters"],
     "sampling": ["Completions", "completion_mask_from_eos", "sample_completions", "decode_completions"],
     "logprobs": ["token_log_probs", "completion_log_probs", "position_ids_from_mask"],

@@ -190,6 +190,8 @@ def _task_fingerprint(task) -> dict:
                 "held_out_fraction": getattr(task, "held_out_fraction", None), "seed": getattr(task, "seed", None)}
     if getattr(task, "scratchpad_prob", None) is not None:
         settings["scratchpad_prob"] = task.scratchpad_prob
+    if getattr(task, "family", "all") != "all":  # the whole task's dict is unchanged
+        settings["family"] = task.family
     return settings
 
 

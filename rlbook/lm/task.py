@@ -14,6 +14,10 @@ correct completion is exactly n + 1 digits then the end-of-sequence token:
 Split. All 10^(2n) operand pairs are shuffled once with ``seed``; the first ``held_out_fraction``
 of them are held out and are never produced by :meth:`AdditionTask.sample_problems` for training.
 
+Families. ``family="units_carry"`` (or ``"no_units_carry"``) keeps, in both splits, only the problems whose
+units digits do (do not) sum to 10 or more: two task families for multi-teacher distillation (chapter 18),
+on the same split (a problem held out in the whole task is held out in its family).
+
 A second task, :class:`ScratchpadAdditionTask`, has the same prompts and split but lets the model
 write its working before the answer (``"27+45="`` → ``"7+5=12;2+4+1=7;072</s>"``), so the length
 of a completion is under the model's control: the task on which length effects of a loss
@@ -29,7 +33,9 @@ import torch
 
 from rlbook._checks import check_in_range
 
-__all__ = ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer"]
+__all__ = ["Problem", "AdditionTask", "ScratchpadAdditionTask", "corrupt_answer", "FAMILIES"]
+
+FAMILIES = ("all", "units_carry", "no_units_carry")
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ class AdditionTask:
         held_out_fraction: share of all problems held out for evaluation, in (0, 1).
         seed: seed of the split's shuffle (the split depends on nothing else).
         eos_token: the string that ends a completion (the tokenizer's EOS token).
+        family: "all", or "units_carry" / "no_units_carry": only the problems whose units digits sum to
+            10 or more / less than 10, in both splits (the split itself does not change).
     Raises:
         ValueError: an argument is out of range.
     Example:
@@ -58,7 +66,10 @@ class AdditionTask:
         (1.0, 0.0)
     """
 
-    def __init__(self, num_digits: int = 2, held_out_fraction: float = 0.1, seed: int = 0, eos_token: str = "</s>"):
+    def __init__(self, num_digits: int = 2, held_out_fraction: float = 0.1, seed: int = 0, eos_token: str = "</s>",
+                 family: str = "all"):
+        if family not in FAMILIES:
+            raise ValueError(f"`family` must be one of {FAMILIES}; got {family!r}")
         if isinstance(num_digits, bool) or not isinstance(num_digits, int) or not 1 <= num_digits <= 3:
             raise ValueError(f"`num_digits` must be an integer in [1, 3]; got {num_digits!r}")
         check_in_range("held_out_fraction", held_out_fraction, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
@@ -75,6 +86,22 @@ class AdditionTask:
         self._held_out_codes = perm[:num_held]  # code = a * 10^n + b
         self._train_codes = perm[num_held:]
         self._base = n
+        self.family = family
+        if family != "all":
+            def keep(codes):
+                carries = (codes // n) % 10 + (codes % n) % 10 >= 10
+                return codes[carries == (family == "units_carry")]
+
+            self._held_out_codes, self._train_codes = keep(self._held_out_codes), keep(self._train_codes)
+
+    def family_of(self, prompt: str) -> str:
+        """The family of a prompt: ``"units_carry"`` when its units digits sum to 10 or more, else ``"no_units_carry"``.
+
+        Raises:
+            ValueError: ``prompt`` is not a prompt of this task.
+        """
+        a, b = self._parse(prompt)
+        return "units_carry" if a % 10 + b % 10 >= 10 else "no_units_carry"
 
     # -- formatting -------------------------------------------------------------------------
     @property
@@ -294,7 +321,7 @@ class ScratchpadAdditionTask(AdditionTask):
     is free, which is the point for the length experiments).
 
     Args:
-        num_digits, held_out_fraction, seed, eos_token: as :class:`AdditionTask`.
+        num_digits, held_out_fraction, seed, eos_token, family: as :class:`AdditionTask`.
         scratchpad_prob: share of training labels written with the working, in [0, 1].
     Raises:
         ValueError: an argument is out of range.
@@ -309,9 +336,9 @@ class ScratchpadAdditionTask(AdditionTask):
     separator = ";"
 
     def __init__(self, num_digits: int = 2, held_out_fraction: float = 0.1, seed: int = 0, eos_token: str = "</s>",
-                 scratchpad_prob: float = 0.5):
+                 scratchpad_prob: float = 0.5, family: str = "all"):
         check_in_range("scratchpad_prob", scratchpad_prob, 0.0, 1.0)
-        super().__init__(num_digits, held_out_fraction, seed, eos_token)
+        super().__init__(num_digits, held_out_fraction, seed, eos_token, family)
         self.scratchpad_prob = float(scratchpad_prob)
 
     @property
