@@ -313,8 +313,8 @@ rl.claim("Over three quarters of those low scores", share_direct, low=0.75)
 # ## 18.3 Five ways to spend 1,600 samples
 #
 # Each method below starts from the student and may draw **64 completions per step for 25 steps**: 16
-# training problems × 4 completions, 1,600 in all. The comparison is at equal samples, the cost that
-# dominates real training. The methods differ in who writes the completions and what the student learns
+# training problems × 4 completions, 1,600 in all. The comparison is at equal samples because sampling is
+# what each method pays for every update. The methods differ in who writes the completions and what the student learns
 # from them (the trainer is `rl.train_distillation`; every update is on fresh samples, so there are no
 # ratios to clip):
 #
@@ -598,9 +598,9 @@ plt.show()
 # %% [markdown]
 # ## 18.6 Two teachers, one student
 #
-# A teacher does not have to know everything. Post-training pipelines now often train specialists, one per
-# domain, and distil them into one model: each completion is graded by the teacher of its domain, and the
-# student learns all of them at once. Nothing in (18.1) changes: the reward of a token is the log-ratio to
+# A teacher does not have to know everything. One way to build a model that does several things well is to
+# train specialists, one per domain, and distil them into one student: each completion is graded by the teacher
+# of its domain, and the student learns from all of them at once. Nothing in (18.1) changes: the reward of a token is the log-ratio to
 # *its* teacher.
 #
 # The book's version splits the scratchpad task into two families on the same train / held-out split: the

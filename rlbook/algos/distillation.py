@@ -205,7 +205,8 @@ def distill_step(student, teacher, optimizer, tokenizer, task, config: Distillat
         r_t) and ``k1_reward_p01`` (its 1st percentile over tokens); ``length`` (mean tokens per
         completion, EOS included); ``grad_norm`` (before clipping).
     Raises:
-        ValueError: a bad config (see :func:`_check_step_config`).
+        ValueError: ``config`` is not an :class:`rlbook.DistillationConfig`, ``config.lmbda`` ≠ 1, or ``teacher``
+            is None while ``config.distill_coef`` ≠ 0.
     """
     _check_step_config(config, teacher)
     roll = _rollout(student, student, tokenizer, task, config, generator, forbidden_ids)
