@@ -26,6 +26,7 @@ from rlbook.algos.agent import (
 )
 from rlbook.envs.text import (
     TOOL_ALPHABET,
+    ShapedRewards,
     batch_rollouts,
     collate_trajectories,
     rollout,
@@ -274,6 +275,51 @@ def test_gigpo_credit_groups_turns_by_their_exact_context():
         episode_token_advantages(trajs, 4, "turn")
     with pytest.raises(ValueError, match="group_size"):
         episode_token_advantages(trajs, 3, "gigpo")
+
+
+def _shaped(actions, c):
+    """``_scripted`` on CallOrAnswerEnv with a tool bonus and a format penalty of ``c`` each."""
+    turns = iter(actions)
+    return rollout(ShapedRewards(CallOrAnswerEnv(), tool_bonus=c, format_penalty=c),
+                   lambda context: TOK(next(turns), add_special_tokens=False).input_ids + [EOS])
+
+
+@pytest.mark.parametrize("c", [0.25, 0.05])
+def test_a_cancelling_penalty_and_bonus_leave_broadcast_and_gigpo_unchanged_but_not_rebn(c):
+    """A format penalty c on the call and a tool bonus c with the last turn cancel in each episode's total and in
+    its first turn's return at γ = 1: broadcast's advantages are the unshaped ones (bit for bit at c = 1/4), and
+    GiGPO's too up to rounding (its step groups hold turns after the same calls, all shifted by the same c). ReBN
+    pools the calls (return 1) with the answers (return 1 + c): in a batch that always succeeds the call gets −1
+    and the answer +1, whatever c > 0, where without shaping both get exactly 0."""
+    plain, shaped = [_scripted(a) for a in GROUP], [_shaped(a, c) for a in GROUP]
+    torch.testing.assert_close(torch.tensor([t.reward for t in shaped]), torch.tensor([1.0, 0.0, 1.0, 0.0]),
+                               rtol=0, atol=1e-12)
+    compare = torch.equal if c == 0.25 else lambda a, b: torch.allclose(a, b, rtol=0, atol=1e-5)
+    assert compare(episode_token_advantages(shaped, 4, "broadcast"), episode_token_advantages(plain, 4, "broadcast"))
+    torch.testing.assert_close(episode_token_advantages(shaped, 4, "gigpo", gamma=1.0),
+                               episode_token_advantages(plain, 4, "gigpo", gamma=1.0), rtol=0, atol=1e-5)
+    assert not torch.allclose(episode_token_advantages(shaped, 4, "rebn", gamma=1.0),
+                              episode_token_advantages(plain, 4, "rebn", gamma=1.0), atol=1e-3)
+    succeed = [_shaped(("(2+3)", "5"), c) for _ in range(4)]
+    batch = collate_trajectories(succeed)
+    got = episode_token_advantages(succeed, 4, "rebn", gamma=1.0)
+    call, answer = batch["loss_mask"] & (batch["turn_ids"] == 0), batch["loss_mask"] & (batch["turn_ids"] == 1)
+    torch.testing.assert_close(got[call], torch.full_like(got[call], -1.0), rtol=0, atol=1e-4)
+    torch.testing.assert_close(got[answer], torch.full_like(got[answer], 1.0), rtol=0, atol=1e-4)
+    assert torch.equal(episode_token_advantages([_scripted(("(2+3)", "5")) for _ in range(4)], 4, "rebn", gamma=1.0),
+                       torch.zeros_like(got))
+
+
+def test_the_episode_metrics_report_the_outcome_without_the_shaping():
+    """``outcome`` (a metric of every step) is the reward less each turn's ``info["shaping"]``: on the four scripted
+    episodes, 2 of 4 right; ``reward`` adds the shaping (−0.5 per call, 0.25 per call with the last turn)."""
+    from rlbook.algos.agent import _episode_metrics
+
+    shaped = [rollout(ShapedRewards(CallOrAnswerEnv(), tool_bonus=0.25, format_penalty=0.5),
+                      lambda context, t=iter(a): TOK(next(t), add_special_tokens=False).input_ids + [EOS]) for a in GROUP]
+    metrics = _episode_metrics(shaped)
+    assert metrics["outcome"] == 0.5 == _episode_metrics([_scripted(a) for a in GROUP])["outcome"]
+    assert metrics["reward"] == (1 + 0 + 1 + 0 + 2 * (0.25 - 0.5)) / 4  # the two calling episodes: −0.5 + 0.25
 
 
 def _assert_one_sgd_step_matches(model, reference, loss, lr):

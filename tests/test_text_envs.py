@@ -18,6 +18,7 @@ from rlbook.envs.text import (
     TOOL_ALPHABET,
     CalculatorEnv,
     KeyValueLookupEnv,
+    ShapedRewards,
     Trajectory,
     collate_trajectories,
     model_policy,
@@ -115,6 +116,46 @@ def test_the_lookup_table_is_new_each_episode_and_the_tool_follows_it():
     assert tables[0] != tables[1] != tables[2]
     ranged = KeyValueLookupEnv(TOK, hops=(1, 3), seed=0)
     assert {prompt_of(ranged)[-2] for _ in range(40)} == {"1", "2", "3"}
+
+
+def _shaped_episode(turns, c=0.25, seed=4):
+    """One episode of the shaped 2-digit calculator, its turns scripted: '{expr}' the problem, '{sum}' its answer."""
+    env = ShapedRewards(CalculatorEnv(TOK, num_digits=2, max_turns=3), tool_bonus=c, format_penalty=c)
+    expression = prompt_of(env, seed)[:-1]
+    plan = iter(turns)
+    return rollout(env, lambda context: ids(next(plan).format(expr=expression, sum=env.answer)), seed=seed)
+
+
+def test_shaping_charges_each_call_and_pays_the_bonus_with_the_last_turn():
+    """Turn rewards, by hand (c = 0.25): call + right answer (−c, 1 + c); call + wrong answer (−c, c); right at
+    once (1); a failed call is still a call (−c, 1 + c); three calls, truncated (−c, −c, −c + 3c). Every episode's
+    shaping sums to exactly 0 (potential-based at γ = 1); the unshaped outcome is the reward less
+    ``info["shaping"]``."""
+    cases = {("({expr})", "{sum}</s>"): [-0.25, 1.25], ("({expr})", "1</s>"): [-0.25, 0.25], ("{sum}</s>",): [1.0],
+             ("(1+)", "{sum}</s>"): [-0.25, 1.25], ("({expr})",) * 3: [-0.25, -0.25, 0.5]}
+    for turns, expected in cases.items():
+        episode = _shaped_episode(turns)
+        assert episode.turn_rewards == expected, turns
+        outcome = [r - i["shaping"] for r, i in zip(episode.turn_rewards, episode.infos)]
+        assert outcome == [0.0] * (len(turns) - 1) + [float(turns[-1] == "{sum}</s>")], turns
+        assert sum(i["shaping"] for i in episode.infos) == 0.0 and episode.reward == sum(outcome), turns
+    assert _shaped_episode(("(1+)", "{sum}</s>")).infos[0]["tool_failed"]
+    # no shaping: the wrapped environment's rewards exactly, and everything else is the wrapped environment's
+    assert _shaped_episode(("({expr})", "{sum}</s>"), c=0.0).turn_rewards == [0.0, 1.0]
+    env = ShapedRewards(CalculatorEnv(TOK, num_digits=2, seed=0), tool_bonus=0.1)
+    prompt_of(env, 7)
+    assert env.tokenizer is TOK and env.answer == env.env.answer and env.max_turns == 3
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"tool_bonus": -0.1}, "tool_bonus"), ({"format_penalty": float("nan")}, "format_penalty"),
+    ({"tool_bonus": True}, "tool_bonus"), ({"format_penalty": "0.2"}, "format_penalty"),
+])
+def test_bad_shaping_names_itself(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ShapedRewards(CalculatorEnv(TOK, num_digits=2), **kwargs)
+    with pytest.raises(ValueError, match="env"):
+        ShapedRewards(object())
 
 
 @pytest.mark.parametrize("make,match", [

@@ -276,6 +276,8 @@ def _episode_metrics(trajs) -> dict[str, float]:
     calls = [sum(i["tool_call"] for i in t.infos) for t in trajs]
     return {
         "reward": sum(t.reward for t in trajs) / n,
+        # the reward without the environment's shaping (rl.ShapedRewards' info["shaping"]; the reward itself if none)
+        "outcome": sum(t.reward - sum(i.get("shaping", 0.0) for i in t.infos) for t in trajs) / n,
         "call_frequency": sum(c > 0 for c in calls) / n,  # episodes that called the tool at least once
         "calls_per_episode": sum(calls) / n,
         "failure_frequency": sum(any(i["tool_failed"] for i in t.infos) for t in trajs) / n,
@@ -308,7 +310,8 @@ def agent_grpo_step(model, optimizer, make_env: Callable[[], object], problem_se
             None: ``model`` itself. With a sampler, the loss reweights its model tokens by
             ``config.is_correction`` (the sampler's log-probabilities are those of the ids it produced).
     Returns:
-        The step's metrics: reward, call_frequency, calls_per_episode, failure_frequency,
+        The step's metrics: reward, outcome (the reward less the environment's shaping, ``info["shaping"]``),
+        call_frequency, calls_per_episode, failure_frequency,
         malformed_frequency, turns_per_episode, truncated_frequency (episode means), loss,
         clip_fraction, zero_variance_groups (share of groups with all-equal rewards), model_tokens (in the
         loss), reward_std (the mean over groups of the in-group reward standard deviation, unbiased),

@@ -37,6 +37,7 @@ __all__ = [
     "TOOL_ALPHABET",
     "CalculatorEnv",
     "KeyValueLookupEnv",
+    "ShapedRewards",
     "Trajectory",
     "batch_rollouts",
     "collate_trajectories",
@@ -239,6 +240,67 @@ class KeyValueLookupEnv(_ToolEnv):
 
     def _tool(self, expression: str) -> str | None:
         return self.table.get(expression)
+
+
+class ShapedRewards:
+    """Per-turn shaping rewards on a tool environment: a format penalty on each call, a tool bonus at the end.
+
+    The wrapped environment's reward of turn k (the outcome: 1 on a right answer, else 0) becomes
+
+        r_k = outcome_k − format_penalty · [turn k is a tool call] + tool_bonus · n_calls · [turn k is the last]
+
+    with n_calls the episode's tool-call turns (``info["tool_call"]``, a failed call included). The penalty
+    charges every turn that postpones the answer (the task's format is an answer; a call is a turn without
+    one: an efficiency penalty per turn). The bonus pays for having used the tool, with the outcome, as
+    rLLM's math reward does (``RewardConfig.toolcall_bonus``, added to a right answer's reward when the
+    episode called a tool); here it is paid whatever the answer, per call, so that with
+    ``tool_bonus == format_penalty`` the two cancel
+    in every episode's undiscounted return from its first turn: the pair is potential-based shaping at γ = 1
+    (Ng, Harada and Russell 1999, Theorem 1, with Φ(s) = −format_penalty × the calls made so far, and 0 once
+    the episode is over), which cannot change which policy is best. Chapter 17 measures what it does to a
+    credit scheme all the same.
+
+    Everything else (``reset``, the observations, ``terminated``/``truncated``, ``tokenizer``, ``answer``, ...)
+    is the wrapped environment's; ``info`` gains ``shaping`` (the amount added to the turn's reward).
+
+    Args:
+        env: a tool environment (:class:`CalculatorEnv`, :class:`KeyValueLookupEnv`).
+        tool_bonus: b ≥ 0 per call, paid on the episode's last turn (the one that terminates or truncates
+            it), in the outcome's units.
+        format_penalty: p ≥ 0, charged on every tool-call turn.
+    Raises:
+        ValueError: ``env`` has no ``reset``/``step``, or a bonus or penalty that is negative or not finite.
+    """
+
+    def __init__(self, env, tool_bonus: float = 0.0, format_penalty: float = 0.0):
+        if not (callable(getattr(env, "reset", None)) and callable(getattr(env, "step", None))):
+            raise ValueError(f"`env` must be a tool environment with reset() and step(); got {type(env).__name__}")
+        for name, value in (("tool_bonus", tool_bonus), ("format_penalty", format_penalty)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"`{name}` must be a finite number ≥ 0; got {value!r}")
+        self.env, self.tool_bonus, self.format_penalty = env, float(tool_bonus), float(format_penalty)
+        self._calls = 0
+
+    def __getattr__(self, name):  # tokenizer, answer, max_turns, ...: the wrapped environment's
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def reset(self, seed: int | None = None) -> list[int]:
+        """The wrapped environment's ``reset``."""
+        self._calls = 0
+        return self.env.reset(seed)
+
+    def step(self, action_ids: Sequence[int]) -> tuple[list[int], float, bool, bool, dict]:
+        """The wrapped environment's ``step``, its reward plus this turn's shaping (``info["shaping"]``)."""
+        observation, reward, terminated, truncated, info = self.env.step(action_ids)
+        shaping = 0.0
+        if info.get("tool_call"):
+            self._calls += 1
+            shaping -= self.format_penalty
+        if terminated or truncated:
+            shaping += self.tool_bonus * self._calls
+        return observation, reward + shaping, terminated, truncated, {**info, "shaping": shaping}
 
 
 @dataclass
