@@ -68,9 +68,11 @@ def warm_start(seed: int):
     return tok, model
 
 
-def grpo_row(model, tok, seed: int, name: str, setting: dict, traces: dict) -> dict:
+def grpo_row(model, tok, seed: int, name: str, setting: dict, traces: dict, train_env=None) -> dict:
     """Masked GRPO (chapter 16's settings ``GRPO`` updated by ``setting``) on a copy of ``model``, evaluated.
 
+    ``train_env`` makes the training environments (default: chapter 16's 2-digit calculator); the evaluation is
+    always :func:`agent_tool_use.evaluate`'s, on the calculator's outcome alone.
     Returns the run's row: seed, condition ``name``, :func:`agent_tool_use.evaluate`'s fields, the seconds of
     training and evaluation, and one list per step for each ``{row key: metric of rl.agent_grpo_step}`` of
     ``traces`` (rounded to 4 places)."""
@@ -78,8 +80,8 @@ def grpo_row(model, tok, seed: int, name: str, setting: dict, traces: dict) -> d
 
     trained = copy.deepcopy(model)
     begin = time.perf_counter()
-    history = train_agent_grpo(trained, make_env(tok, NUM_DIGITS), AgentGRPOConfig(**{**GRPO, **setting}, seed=seed),
-                               progress=False)
+    history = train_agent_grpo(trained, train_env or make_env(tok, NUM_DIGITS),
+                               AgentGRPOConfig(**{**GRPO, **setting}, seed=seed), progress=False)
     return {"seed": seed, "condition": name, **evaluate(trained, tok, NUM_DIGITS),
             "seconds": round(time.perf_counter() - begin, 1),
             **{key: [round(h[metric], 4) for h in history] for key, metric in traces.items()}}

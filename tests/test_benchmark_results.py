@@ -441,6 +441,50 @@ def test_agent_staleness_keeps_every_paired_seed_and_its_fresh_runs_are_the_broa
                 assert all(fresh[k] == broadcast[fresh["seed"]][k] for k in rates + ("train_reward",)), fresh["seed"]
 
 
+def test_agent_shaping_keeps_every_paired_seed_and_its_unshaped_and_broadcast_runs_are_agent_credits():
+    """Chapter 17's shaping experiment: every condition on the same ten or more seeds, rates in [0, 1], the stored
+    table recomputed from the runs, one training value per step; the settings are the script's. Its ``rebn``
+    condition (no shaping) is agent_credit's ``rebn``, and its ``broadcast_shaped`` is agent_credit's
+    ``broadcast``: a penalty of 1/4 on the call and a bonus of 1/4 with the last turn leave every episode's total,
+    and so broadcast's advantages, exactly unchanged. On the same torch and machine, the same numbers, run for run."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    saved = rl.benchmark_results("agent_shaping")
+    seeds, conditions = saved["seeds"], saved["conditions"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
+    assert saved["command"].startswith("python benchmarks/agent_shaping.py") and "--save" in saved["command"]
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location("bench_agent_shaping", benchmarks / "agent_shaping.py")
+    sys.path.insert(0, str(benchmarks))  # the script imports its neighbours (_runner, agent_credit, agent_tool_use)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    assert conditions == module.CONDITIONS
+    assert saved["shaping"] == {k: {"credit": v[0], "c": v[1]} for k, v in module.SHAPING.items()}
+    assert saved["grpo"] == module.GRPO and saved["shaping"]["rebn"]["c"] == 0.0
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
+    rates = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for key in rates:
+            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
+            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
+        for key in ("train_reward", "train_call_frequency", "train_malformed_frequency"):
+            assert all(len(r[key]) == saved["grpo"]["num_steps"] for r in runs), (c, key)
+        assert all(0.0 <= x <= 1.0 for r in runs for x in r["train_reward"]), c  # the outcome, without the shaping
+    credit = rl.benchmark_results("agent_credit")
+    if credit["torch"] == saved["torch"] and credit["machine"] == saved["machine"]:
+        for mine, theirs in (("rebn", "rebn"), ("broadcast_shaped", "broadcast")):
+            old = {r["seed"]: r for r in credit["runs"] if r["condition"] == theirs}
+            for run in by[mine]:
+                if run["seed"] in old:
+                    assert all(run[k] == old[run["seed"]][k] for k in rates + ("train_reward",)), (mine, run["seed"])
+
+
 def test_agent_echo_trap_keeps_every_paired_seed_and_its_first_hundred_steps_are_the_broadcast_runs():
     """Chapter 17's Echo Trap experiment: every condition on the same ten or more seeds, rates in [0, 1], the stored
     table recomputed from the runs, one value per step of every trace; its ``onepass`` condition is agent_credit's
