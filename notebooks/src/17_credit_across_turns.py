@@ -23,6 +23,8 @@
 # * predict, and then measure on ten paired seeds, what a discount $\gamma < 1$ does to a tool-using
 #   policy under two baselines: one that compares a turn with every turn of the batch, and one that
 #   compares it with the turns taken from the same state;
+# * show why a tool bonus and a format penalty that cancel at $\gamma = 1$ (potential-based shaping) leave two
+#   credit schemes untouched and make the third lose the tool, and measure it;
 # * train on episodes sampled by a policy some steps old, as asynchronous trainers do, correct for it on the
 #   model's tokens only, and measure what the lag costs;
 # * reproduce a training collapse of the Echo Trap's kind by reusing each batch, and measure what RAGEN's
@@ -49,7 +51,8 @@ import numpy as np
 import torch
 
 import rlbook as rl
-from rlbook.algos.agent import AgentGRPOConfig, evaluate_agent, multiturn_sft, train_agent_grpo
+from rlbook.algos.agent import (AgentGRPOConfig, episode_token_advantages, evaluate_agent, multiturn_sft,
+                                train_agent_grpo)
 from rlbook.envs.text import TOOL_ALPHABET, CalculatorEnv, batch_rollouts, collate_trajectories, rollout
 from rlbook.trl_environment import TRLCalculatorEnv
 from rlbook.widgets.agent_explorer import agent_explorer, agent_readout, plot_agent
@@ -492,6 +495,214 @@ fig.suptitle(f"mean over {len(seeds)} seeds (thick) and each seed (thin)", fonts
 fig.tight_layout()
 
 # %% [markdown]
+# ### Shaping that cancels: a tool bonus and a format penalty
+#
+# An outcome reward says nothing until the last turn, so agent trainers often add *shaping*: small rewards on
+# the way. Two common ones pull a tool call in opposite directions. A *tool bonus* pays for having used a
+# tool (rLLM's math reward adds its `toolcall_bonus` to a right answer when the episode called a tool; GEM's
+# tool wrapper pays per call at once). A *format penalty* charges a turn that does not have the form the task
+# asks for; here the task asks for an answer, and each turn spent on a call instead costs $c$. A designer who
+# wants neither to favour nor to discourage the tool sets the two equal: $c$ charged on each call, $c$ per
+# call paid back with the last turn, whatever the answer (`rl.ShapedRewards`). Every episode's shaping then
+# sums to exactly 0.
+#
+# At $\gamma = 1$ this is *potential-based shaping* (Ng, Harada & Russell 1999, Theorem 1). Each turn's
+# shaping reward is a difference of one potential, $F_{b,k} = \Phi(s_{b,k+1}) - \Phi(s_{b,k})$, with
+# $\Phi(s) = -c$ times the calls made so far while the episode runs, and $\Phi = 0$ once it is over. The
+# shaping from turn $k$ to the end telescopes, and the shaped return of turn $k$ is
+#
+# $$G^{\text{shaped}}_{b,k} = G_{b,k} - \Phi(s_{b,k}) = G_{b,k} + c\,n_{b,k},$$
+#
+# with $n_{b,k}$ the calls episode $b$ made before turn $k$: the unshaped return plus a term fixed by the
+# state the turn starts from, the same whatever action is taken there. It cannot favour one action over
+# another, so the shaping cannot change which policy is best, and the return of every episode's first turn
+# ($n = 0$) is its outcome, as if there were no shaping at all.
+#
+# A credit scheme compares returns with a baseline, though, and what the shaping does depends on what the
+# baseline is:
+#
+# * **Broadcast** uses each episode's total, its outcome: the advantages are the unshaped ones, bit for bit.
+# * **GiGPO** uses the total at the episode level; at the step level it compares a turn with turns taken
+#   from the same state, which made the same calls: every return of a step group carries the same
+#   $c\,n$, and a shift shared by a whole group cancels in its z-score.
+# * **ReBN**'s baseline is one number for the whole batch. A call's return is its episode's outcome; the
+#   answer after it gets the outcome plus $c$. In a batch where every episode calls and succeeds, the turns
+#   hold $1$ and $1 + c$ in equal numbers, $\mu = 1 + c/2$, $\sigma = c/2$, and as in (17.5)
+#   the call gets $(1 - \mu)/\sigma = -1$ and the answer $+1$, *for every* $c > 0$. The size of the shaping
+#   does not set the size of the push, only when it starts: if every episode calls and a share $s$ succeed,
+#   $\mu = s + c/2$, and a successful call is pushed down once $\mu > 1$, that is once fewer than a share
+#   $c/2$ of the episodes fail.
+#
+# A baseline that is a function of the state shifts by $c\,n_{b,k}$ too and leaves every advantage as it was;
+# that is why potential-based shaping is safe for actor-critic methods with a learned $V(s)$, and for
+# GiGPO's step groups, an estimate of $V$ at the anchor state. A baseline pooled across states does not.
+# The cell checks the three schemes on the group of §17.1, shaped with $c = 0.25$, and ReBN's $\pm 1$ on a
+# batch of four copies of episode A at three sizes of $c$.
+
+# %%
+SHAPE = rl.benchmark_results("agent_shaping")
+C = SHAPE["shaping"]["rebn_shaped"]["c"]  # 0.25: the benchmark's middle size; the chapter's live run uses it
+
+
+def shaped_env(c):
+    """Chapter 16's 2-digit calculator with a format penalty c on each call and a tool bonus c per call, paid
+    with the last turn."""
+    return lambda: rl.ShapedRewards(make_env()(), tool_bonus=c, format_penalty=c)
+
+
+shaped_group = [rollout(shaped_env(C)(), scripted(turns), seed=PROBLEM) for turns in PLANS.values()]
+for name, ep in zip(PLANS, shaped_group):
+    print(f"{name}: shaped turn rewards {ep.turn_rewards}, total {ep.reward} (unshaped {group[list(PLANS).index(name)].reward})")
+change = {}
+for credit in ("broadcast", "gigpo", "rebn"):
+    unshaped_adv = episode_token_advantages(group, 4, credit, gamma=1.0)
+    shaped_adv = episode_token_advantages(shaped_group, 4, credit, gamma=1.0)
+    change[credit] = (shaped_adv - unshaped_adv).abs().max().item()
+    print(f"{credit:>9}, γ = 1: largest change of any token's advantage {change[credit]:.2e}")
+for c in (0.05, C, 0.5):
+    all_success = [rollout(shaped_env(c)(), scripted(PLANS["A"]), seed=PROBLEM) for _ in range(4)]
+    mask_success = collate_trajectories(all_success)
+    adv = episode_token_advantages(all_success, 4, "rebn", gamma=1.0)
+    call_adv = adv[mask_success["loss_mask"] & (mask_success["turn_ids"] == 0)]
+    answer_adv = adv[mask_success["loss_mask"] & (mask_success["turn_ids"] == 1)]
+    print(f"ReBN, four copies of A, c = {c}: call {call_adv.mean().item():+.4f}, answer {answer_adv.mean().item():+.4f}; "
+          f"a successful call is pushed down once fewer than {c / 2:.1%} of the episodes fail")
+    rl.claim("the call gets $(1 - \\mu)/\\sigma = -1$ and the answer $+1$, *for every* $c > 0$", call_adv.max().item(),
+             -1.0, abs=1e-4)
+    rl.claim("the call gets $(1 - \\mu)/\\sigma = -1$ and the answer $+1$, *for every* $c > 0$", answer_adv.min().item(),
+             1.0, abs=1e-4)
+rl.claim("the advantages are the unshaped ones, bit for bit", change["broadcast"], 0.0, abs=0)
+rl.claim("a shift shared by a whole group cancels in its z-score", change["gigpo"], high=1e-5)
+
+# %% [markdown]
+# **A prediction, and a run.** So the pair should do nothing under broadcast, nothing beyond rounding under
+# GiGPO, and under ReBN push the call down in the batches where nearly everything succeeds: the collapse of
+# §17.4's ReBN at $\gamma = 0.5$, now at $\gamma = 1$, from a shaping designed to be neutral. The thresholds
+# say when: at $c = 0.05$ a batch of 64 must have at most one failure, at $c = 0.25$ at most seven, at
+# $c = 0.5$ at most fifteen. The cell trains the warmed-up model of §17.4 with ReBN at $\gamma = 1$ on the
+# shaped calculator ($c = 0.25$, seed 0), with everything else as before, and evaluates it on the outcome
+# alone.
+
+# %%
+trained["rebn_shaped"] = copy.deepcopy(warm)
+runs["rebn_shaped"] = train_agent_grpo(trained["rebn_shaped"], shaped_env(C), AgentGRPOConfig(**GRPO, **CREDIT["rebn"], seed=0))
+live["rebn_shaped"] = report(trained["rebn_shaped"])
+for name in ("rebn", "rebn_shaped"):
+    r = live[name]
+    print(f"{name:>12}: sampled {r['sampled']:.3f}, greedy {r['greedy']:.3f}, calls {r['calls']:.2f}, turns {r['turns']:.2f}, "
+          f"malformed {r['malformed']:.2f}")
+print("rebn_shaped, call frequency every 10 steps:", [round(h["call_frequency"], 2) for h in runs["rebn_shaped"][::10]])
+print("rebn_shaped, outcome reward every 10 steps:", [round(h["outcome"], 2) for h in runs["rebn_shaped"][::10]])
+batch_size = GRPO["group_size"] * GRPO["prompts_per_step"]
+for c, words in ((0.05, "at most one failure"), (0.25, "at most seven"), (0.5, "at most fifteen")):
+    rl.claim(words, int(np.ceil(batch_size * c / 2)) - 1, {"at most one failure": 1, "at most seven": 7,
+                                                        "at most fifteen": 15}[words], abs=0)
+
+# %% [markdown]
+# The benchmark `benchmarks/agent_shaping.py` runs the same on ten paired seeds, from the warm start of
+# §17.4: ReBN at $\gamma = 1$ without shaping (`rebn`, §17.4's run) and with $c = 0.05$, $0.25$ and $0.5$;
+# broadcast and GiGPO ($\gamma = 1$, $\omega = 1$) with $c = 0.25$. The cell also checks that
+# the run above is one a reader can get. The table and the figure below:
+#
+# * **Under ReBN the neutral shaping drops the tool, at $c = 0.25$ and at $c = 0.5$.** At $c = 0.25$
+#   the call frequency fell from 1.00 to 0.39 on average, and sampled accuracy with it (both intervals against
+#   unshaped ReBN are in the table); 7 of the 10 runs ended solving less than 5 % of the problems, with most
+#   of their episodes a malformed turn, as in §17.4. At $c = 0.5$: 9 of 10. Every run first learned to call
+#   (call frequency at least 0.9 within six steps), and the runs that lost it lost it late: at $c = 0.5$ the
+#   call frequency first fell below 0.5 between steps 62 and 99.
+#   At $c = 0.05$ against unshaped ReBN: no difference detected at this scale, in accuracy or in calls;
+#   $c = 0.25$ against $c = 0.05$ is worse, and $c = 0.5$ against $c = 0.25$: no difference detected at this
+#   scale. The thresholds above predict the order: a small $c$ pushes only in batches with at most one failure.
+# * **Broadcast does not see it**: all ten shaped runs are the unshaped broadcast runs of §17.4, number for
+#   number (the episodes' totals are the same floats, so every step is).
+# * **GiGPO does not see it either**, up to rounding: against unshaped GiGPO, no difference detected at this
+#   scale; 6 of the 10 runs are identical, and in the others the z-scores' last bits differ and the runs
+#   drift apart.
+#
+# The pair was potential-based, and provably could not change the best policy. It changed what ReBN's
+# gradient pointed at, because a potential-based shaping is neutral only to a comparison made between turns
+# from the same state. The lesson is §17.4's again, from the other side: with per-turn rewards of any kind,
+# the baseline decides who is credited, and a baseline pooled over states turns a difference in *where*
+# rewards arrive into a push on the turns that arrive first.
+
+# %%
+shape_by = {c: [r for r in SHAPE["runs"] if r["condition"] == c] for c in SHAPE["conditions"]}
+assert all([r["seed"] for r in rows] == seeds for rows in shape_by.values())  # paired with §17.4's benchmark
+
+
+def shaped_values(condition, key):
+    return np.array([r[key] for r in shape_by[condition]], dtype=float)
+
+
+print(f"{len(seeds)} seeds; " + SHAPE["common"])
+print(f"{'':<18}" + "".join(f"{k:>22}" for k in ("sampled", "greedy", "calls", "turns", "malformed")))
+for c in SHAPE["conditions"]:
+    cells = [rl.mean_ci(shaped_values(c, k)) for k in KEYS]
+    print(f"{c:<18}" + "".join(f"{f'{m:.3f} [{lo:.3f}, {hi:.3f}]':>22}" for m, lo, hi in cells))
+assert all(a[k] == b[k] for a, b in zip(shape_by["rebn"], by["rebn"]) for k in KEYS)  # §17.4's rebn runs, one configuration
+shape_cmp = {(a, b, k): rl.compare(shaped_values(a, k), shaped_values(b, k), names=(a, b))
+             for a, b in (("rebn_shaped", "rebn"), ("rebn_shaped_small", "rebn"), ("rebn_shaped", "rebn_shaped_small"),
+                          ("rebn_shaped_large", "rebn_shaped"), ("rebn_shaped_large", "rebn"))
+             for k in ("sampled", "call_frequency")}
+gigpo_cmp = rl.compare(shaped_values("gigpo_shaped", "sampled"), values("gigpo", "sampled"), names=("gigpo_shaped", "gigpo"))
+for c in [*shape_cmp.values(), gigpo_cmp]:
+    print(c)
+collapsed = {c: int((shaped_values(c, "sampled") < 0.05).sum()) for c in ("rebn_shaped_small", "rebn_shaped", "rebn_shaped_large")}
+identical = {name: sum(all(a[k] == b[k] for k in KEYS) for a, b in zip(shape_by[f"{name}_shaped"], by[name]))
+             for name in ("broadcast", "gigpo")}
+rose_shaped = [next(i + 1 for i, x in enumerate(r["train_call_frequency"]) if x >= 0.9)
+               for c in ("rebn_shaped_small", "rebn_shaped", "rebn_shaped_large") for r in shape_by[c]]
+fell_large = [next((i + 1 for i, x in enumerate(r["train_call_frequency"]) if i + 1 > up and x < 0.5), None)
+              for r, up in zip(shape_by["rebn_shaped_large"], rose_shaped[-len(seeds):])]  # None: it never fell
+fell_large = [step for step in fell_large if step is not None]
+print(f"runs ending below 5 % accuracy: {collapsed}; identical to the unshaped run: {identical}")
+print(f"call frequency first ≥ 0.9 by step {max(rose_shaped)}; at c = 0.5 first < 0.5 at steps {sorted(fell_large)}")
+rl.claim_comparison("Under ReBN the neutral shaping drops the tool", shape_cmp[("rebn_shaped", "rebn", "call_frequency")], "<")
+rl.claim_comparison("Under ReBN the neutral shaping drops the tool", shape_cmp[("rebn_shaped_large", "rebn", "call_frequency")], "<")
+rl.claim_comparison("the call frequency fell from 1.00 to 0.39 on average", shape_cmp[("rebn_shaped", "rebn", "call_frequency")], "<")
+rl.claim("the call frequency fell from 1.00 to 0.39 on average", shaped_values("rebn", "call_frequency").mean(), 1.00, abs=0.005)
+rl.claim("the call frequency fell from 1.00 to 0.39 on average", shaped_values("rebn_shaped", "call_frequency").mean(), 0.39,
+         abs=0.005)
+rl.claim_comparison("and sampled accuracy with it", shape_cmp[("rebn_shaped", "rebn", "sampled")], "<")
+rl.claim("7 of the 10 runs ended solving less than 5 % of the problems", collapsed["rebn_shaped"], 7, abs=0)
+rl.claim("most of their episodes a malformed turn",
+         shaped_values("rebn_shaped", "malformed_frequency")[shaped_values("rebn_shaped", "sampled") < 0.05].min(), low=0.5)
+rl.claim("At $c = 0.5$: 9 of 10", collapsed["rebn_shaped_large"], 9, abs=0)
+rl.claim("call frequency at least 0.9 within six steps", max(rose_shaped), high=6)
+rl.claim("call frequency first fell below 0.5 between steps 62 and 99", min(fell_large), 62, abs=0)
+rl.claim("call frequency first fell below 0.5 between steps 62 and 99", max(fell_large), 99, abs=0)
+rl.claim("call frequency first fell below 0.5 between steps 62 and 99", len(fell_large), collapsed["rebn_shaped_large"], abs=0)
+rl.claim_comparison("At $c = 0.05$ against unshaped ReBN: no difference detected at this scale, in accuracy",
+                    shape_cmp[("rebn_shaped_small", "rebn", "sampled")], "none")
+rl.claim_comparison("no difference detected at this scale, in accuracy or in calls",
+                    shape_cmp[("rebn_shaped_small", "rebn", "call_frequency")], "none")
+rl.claim_comparison("$c = 0.25$ against $c = 0.05$ is worse", shape_cmp[("rebn_shaped", "rebn_shaped_small", "sampled")], "<")
+rl.claim_comparison("$c = 0.5$ against $c = 0.25$: no difference detected at this",
+                    shape_cmp[("rebn_shaped_large", "rebn_shaped", "sampled")], "none")
+rl.claim("all ten shaped runs are the unshaped broadcast runs of §17.4", identical["broadcast"], len(seeds), abs=0)
+rl.claim_comparison("against unshaped GiGPO, no difference detected at this", gigpo_cmp, "none")
+rl.claim("6 of the 10 runs are identical", identical["gigpo"], 6, abs=0)
+rl.claim_in_spread("the run above is one a reader can get", live["rebn_shaped"]["sampled"], shaped_values("rebn_shaped", "sampled"))
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(8.4, 3.0), sharey=True, dpi=80)
+unshaped = np.array([r["train_call_frequency"] for r in shape_by["rebn"]]).mean(axis=0)
+for ax, (cond, color) in zip(axes, (("rebn_shaped_small", "C2"), ("rebn_shaped", "C1"), ("rebn_shaped_large", "C3"))):
+    curves = np.array([r["train_call_frequency"] for r in shape_by[cond]])
+    for curve in curves:
+        ax.plot(steps, curve, color=color, alpha=0.2, lw=0.8)
+    ax.plot(steps, curves.mean(axis=0), color=color, lw=2, label="mean (thin: each seed)")
+    ax.plot(steps, unshaped, color="black", lw=1.2, ls="--", label="no shaping, mean")
+    ax.set_title(f"c = {SHAPE['shaping'][cond]['c']}: {collapsed[cond]} of {len(seeds)} runs collapse", fontsize=10)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylim(-0.03, 1.03)
+axes[0].set_ylabel("call frequency, training batches")
+axes[0].legend(fontsize=8.5, loc="lower left")
+fig.suptitle("ReBN at γ = 1 on the calculator with a format penalty c per call and a tool bonus c per call",
+             fontsize=10)
+fig.tight_layout()
+
+# %% [markdown]
 # ## 17.5 Asynchronous rollouts and a staleness bound
 #
 # An agent's episodes are slow to sample: the model waits for each tool, and one long episode holds up its
@@ -554,7 +765,7 @@ for name in ("fresh", "stale4"):
 # importance weight (17.6) tells the learner, token by token, how far the policy has moved since the episode
 # was sampled. These runs show the swing and both repairs; they do not separate this reading from another,
 # that AdamW turns the stale batches' signal into full-size steps after the policy has stopped needing them
-# (exercise 5 asks how to tell the two apart). For a practitioner the lesson is about units. The frameworks bound staleness in steps
+# (exercise 6 asks how to tell the two apart). For a practitioner the lesson is about units. The frameworks bound staleness in steps
 # (4 in TRL and SkyRL, 8 in prime-rl); the learning rate decides how far the policy travels in those steps, so a
 # staleness bound says nothing on its own, only together with a step size.
 
@@ -901,6 +1112,10 @@ assert tok.decode(book_ids[1:]) == problem and tok.decode(book_answer) == f"[{an
 #   the tool on every seed, and solves almost nothing; GiGPO at $\gamma = 0.5$ against GiGPO at $\gamma = 1$:
 #   no difference detected. A discount is a price per turn, and the baseline decides who pays it.
 # * At $\gamma = 1$, GiGPO and ReBN against broadcast: no difference detected on this one-call task.
+# * A format penalty on each call and a tool bonus paid back with the last turn cancel in every episode's
+#   return at $\gamma = 1$: potential-based shaping, which cannot change the best policy. Broadcast's ten runs
+#   were unchanged number for number; under ReBN, 7 of 10 runs lost the tool at $c = 0.25$. Potential-based
+#   shaping is neutral to a baseline that is a function of the state, and only to one.
 # * Episodes sampled by a policy four steps old broke training at this learning rate on every seed (the call
 #   frequency swings and collapses); TIS on the model's tokens, or a quarter of the learning rate, repaired
 #   most of it. A staleness bound in steps is a bound on the policy's movement only through the step size.
@@ -919,6 +1134,9 @@ rl.claim_comparison("GiGPO at $\\gamma = 0.5$ against GiGPO at $\\gamma = 1$: no
                     cmp["gamma_gigpo"]["sampled"], "none")
 rl.claim_comparison("GiGPO and ReBN against broadcast: no difference detected", cmp["gigpo_broadcast"], "none")
 rl.claim_comparison("GiGPO and ReBN against broadcast: no difference detected", cmp["rebn_broadcast"], "none")
+rl.claim("were unchanged number for number", identical["broadcast"], len(seeds), abs=0)
+rl.claim("under ReBN, 7 of 10 runs lost the tool", collapsed["rebn_shaped"], 7, abs=0)
+rl.claim_comparison("under ReBN, 7 of 10 runs lost the tool", shape_cmp[("rebn_shaped", "rebn", "call_frequency")], "<")
 rl.claim_comparison("Episodes sampled by a policy four steps old broke training", async_cmp["stale4"], "<")
 rl.claim_comparison("or a quarter of the learning rate, repaired", async_cmp["stale4_slow"], ">")
 rl.claim_comparison("TIS on the model's tokens", async_cmp["stale4_tis"], ">")
@@ -950,11 +1168,15 @@ rl.report_headline(f"Credit across turns: ReBN at γ = {CREDIT['rebn_gamma']['ga
 #    `4069f2f`). Train the warmed-up model of §17.4 with ReBN at $\gamma = 0.9$ and at $\gamma = 0.99$ for
 #    the same 100 steps on one seed. Before running: when, in a batch with some failures, is a successful
 #    call pushed down?
-# 5. *(Design.)* §17.5 offers two readings of why a lag of four steps breaks training at this learning rate:
+# 5. *(By hand, then check.)* At a per-turn $\gamma < 1$ a penalty $c$ on the call and a bonus $c$ with the
+#    answer no longer cancel in the first turn's return. For an episode of one call and one answer, which
+#    bonus makes the pair potential-based again? Does that rescue ReBN in (17.5)'s all-success batch? Check
+#    both with `rl.discounted_turn_returns` and `rl.return_batch_normalisation`.
+# 6. *(Design.)* §17.5 offers two readings of why a lag of four steps breaks training at this learning rate:
 #    the policy moves past the evidence before the evidence arrives, or the optimiser turns the stale
 #    batches' signal into full-size steps after the policy has stopped needing them. Design an experiment, on
 #    this chapter's code, whose outcome would differ between the two.
-# 6. *(Design.)* §17.6's filter does two things at once: it chooses the groups with the most reward spread,
+# 7. *(Design.)* §17.6's filter does two things at once: it chooses the groups with the most reward spread,
 #    and, because the loss is a token mean over the kept groups, it makes each kept token weigh about
 #    $1/p$ times more. Design runs that separate the two, and say what each outcome would mean.
 
@@ -1047,6 +1269,28 @@ for gamma in (0.9, 0.99):
 # %% [markdown] tags=["solution"]
 # ### Solution to exercise 5
 #
+# Potential-based shaping at discount $\gamma$ is $F_k = \gamma\,\Phi(s_{k+1}) - \Phi(s_k)$. The call starts
+# from the prompt ($\Phi = 0$), so $F_0 = \gamma\,\Phi(s_1) = -c$ gives $\Phi(s_1) = -c/\gamma$; the answer
+# ends the episode ($\Phi = 0$), so $F_1 = -\Phi(s_1) = c/\gamma$. The bonus must be $c/\gamma$: discounted
+# once, it is worth $c$ at the call. The first turn's return is then the unshaped $\gamma\,o$ ($o$ the
+# outcome) and the answer's $o + c/\gamma$, shifted by $-\Phi(s_1)$, a function of the state again. It does
+# not rescue ReBN: in the all-success batch the call's advantage is $-1$ with or without the shaping, since
+# at $\gamma < 1$ the call's return is already below the answer's (17.5), and the shaping only widens the gap.
+# A state-dependent baseline absorbs the shift; a pooled one cannot, at any $\gamma$.
+
+# %% tags=["solution"]
+gamma, c = 0.5, 0.25
+both_turns = torch.ones(4, 2, dtype=torch.bool)
+unshaped_returns = rl.discounted_turn_returns(torch.tensor([[0.0, 1.0]] * 4), both_turns, gamma)
+shaped_returns = rl.discounted_turn_returns(torch.tensor([[-c, 1.0 + c / gamma]] * 4), both_turns, gamma)
+print("first turn's return, unshaped and shaped:", unshaped_returns[0, 0].item(), shaped_returns[0, 0].item())
+print("answer's return, unshaped and shaped:", unshaped_returns[0, 1].item(), shaped_returns[0, 1].item())
+print("ReBN, the call, unshaped and shaped:", rl.return_batch_normalisation(unshaped_returns, both_turns)[0, 0].item(),
+      rl.return_batch_normalisation(shaped_returns, both_turns)[0, 0].item())
+
+# %% [markdown] tags=["solution"]
+# ### Solution to exercise 6
+#
 # The first reading says the damage is set by how far the policy moves *within the lag*; the second, by what
 # the optimiser does with each stale batch. Two measurements separate them. First, measure the movement:
 # after every step, the mean KL between the current policy and the sampler's on the episodes of the batch
@@ -1058,7 +1302,7 @@ for gamma in (0.9, 0.99):
 # delay is the cause; if it goes away, Adam's normalisation is. Each cell of such a grid needs its own ten
 # paired seeds; at about 15 seconds a run here, the grid above is about an hour and a half on one core.
 #
-# ### Solution to exercise 6
+# ### Solution to exercise 7
 #
 # Keep everything of `reuse4_filter` and change one thing at a time. (a) *Choice without reweighting:*
 # filter the groups as before, but divide the loss by the token count of the whole batch (every group's
