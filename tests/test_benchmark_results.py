@@ -384,26 +384,52 @@ def test_agent_tool_use_keeps_every_paired_seed_and_its_table_follows_from_them(
     assert silent >= 1  # the property is exercised
 
 
+AGENT_RATES = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
+
+
+def _paired_agent_record(name, traces, num_steps=None, untraced=()):
+    """Chapter 17's benchmark ``name``, checked as every such record is: ten or more distinct seeds, saved by its
+    script's command, every condition on the same seeds in the same order, rates in [0, 1], the stored table
+    recomputed from the runs, and one value per GRPO step in each trace of ``traces`` (``num_steps(saved,
+    condition)`` of them, default the record's ``grpo["num_steps"]``; the conditions in ``untraced`` have none).
+    Returns the record and its runs by condition."""
+    saved = rl.benchmark_results(name)
+    seeds = saved["seeds"]
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
+    assert saved["command"].startswith(f"python benchmarks/{name}.py") and "--save" in saved["command"]
+    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in saved["conditions"]}
+    for c, runs in by.items():
+        assert [r["seed"] for r in runs] == seeds, c
+        for key in AGENT_RATES:
+            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
+            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
+        assert all(1.0 <= r["turns_per_episode"] <= 3.0 for r in runs), c
+        if c not in untraced:
+            steps = num_steps(saved, c) if num_steps else saved["grpo"]["num_steps"]
+            for key in traces:
+                assert all(len(r[key]) == steps for r in runs), (c, key)
+    return saved, by
+
+
+def _same_runs_as_agent_credit(saved, pairs, keys):
+    """Where ``saved`` and agent_credit were made with the same torch on the same kind of machine, each
+    ``(condition, agent_credit's condition)`` of ``pairs`` holds the same numbers in ``keys``, seed for seed."""
+    credit = rl.benchmark_results("agent_credit")
+    if credit["torch"] == saved["torch"] and credit["machine"] == saved["machine"]:
+        for mine, theirs in pairs:
+            old = {r["seed"]: r for r in credit["runs"] if r["condition"] == theirs}
+            for run in (r for r in saved["runs"] if r["condition"] == mine):
+                if run["seed"] in old:
+                    assert all(run[k] == old[run["seed"]][k] for k in keys), (mine, run["seed"])
+
+
 def test_agent_credit_keeps_every_paired_seed_and_its_broadcast_runs_are_chapter_16s():
     """Chapter 17 compares from the per-seed runs: every condition on the same ten or more seeds, rates in [0, 1],
     the stored table recomputed from the runs, one training value per GRPO step. Its warm-up is chapter 16's 2-digit
     one and its `broadcast` condition is chapter 16's `mixed2_grpo_calculator` (one configuration, two names): where
     both benchmarks were run with the same torch on the same kind of machine, their rows agree number for number."""
-    saved = rl.benchmark_results("agent_credit")
-    seeds, conditions = saved["seeds"], saved["conditions"]
-    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
-    assert saved["command"].startswith("python benchmarks/agent_credit.py") and "--save" in saved["command"]
-    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
-    rates = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
-    for c, runs in by.items():
-        assert [r["seed"] for r in runs] == seeds, c
-        for key in rates:
-            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
-            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
-        assert all(1.0 <= r["turns_per_episode"] <= 3.0 for r in runs), c
-        if c != "sft":
-            for key in ("train_reward", "train_call_frequency", "train_malformed_frequency"):
-                assert all(len(r[key]) == saved["grpo"]["num_steps"] for r in runs), (c, key)
+    saved, by = _paired_agent_record("agent_credit", ("train_reward", "train_call_frequency",
+                                                      "train_malformed_frequency"), untraced=("sft",))
     assert saved["credit"]["broadcast"] == {"credit": "broadcast"}
     chapter16 = rl.benchmark_results("agent_tool_use")
     if chapter16["torch"] == saved["torch"] and chapter16["machine"] == saved["machine"]:
@@ -419,26 +445,9 @@ def test_agent_staleness_keeps_every_paired_seed_and_its_fresh_runs_are_the_broa
     """Chapter 17's asynchronous experiment: every condition on the same ten or more seeds, rates in [0, 1], the
     stored table recomputed from the runs, one training value per step; its ``fresh`` condition is agent_credit's
     ``broadcast`` (the same warm-up and settings): on the same torch and machine, the same numbers."""
-    saved = rl.benchmark_results("agent_staleness")
-    seeds, conditions = saved["seeds"], saved["conditions"]
-    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
-    assert saved["command"].startswith("python benchmarks/agent_staleness.py") and "--save" in saved["command"]
-    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
-    rates = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
-    for c, runs in by.items():
-        assert [r["seed"] for r in runs] == seeds, c
-        for key in rates:
-            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
-            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
-        for key in ("train_reward", "train_call_frequency", "zero_variance_groups"):
-            assert all(len(r[key]) == saved["grpo"]["num_steps"] for r in runs), (c, key)
+    saved, _ = _paired_agent_record("agent_staleness", ("train_reward", "train_call_frequency", "zero_variance_groups"))
     assert saved["async"]["fresh"] == {"staleness": 0}
-    credit = rl.benchmark_results("agent_credit")
-    if credit["torch"] == saved["torch"] and credit["machine"] == saved["machine"]:
-        broadcast = {r["seed"]: r for r in credit["runs"] if r["condition"] == "broadcast"}
-        for fresh in by["fresh"]:
-            if fresh["seed"] in broadcast:
-                assert all(fresh[k] == broadcast[fresh["seed"]][k] for k in rates + ("train_reward",)), fresh["seed"]
+    _same_runs_as_agent_credit(saved, [("fresh", "broadcast")], AGENT_RATES + ("train_reward",))
 
 
 def test_agent_shaping_keeps_every_paired_seed_and_its_unshaped_and_broadcast_runs_are_agent_credits():
@@ -451,10 +460,8 @@ def test_agent_shaping_keeps_every_paired_seed_and_its_unshaped_and_broadcast_ru
     import sys
     from pathlib import Path
 
-    saved = rl.benchmark_results("agent_shaping")
-    seeds, conditions = saved["seeds"], saved["conditions"]
-    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
-    assert saved["command"].startswith("python benchmarks/agent_shaping.py") and "--save" in saved["command"]
+    saved, by = _paired_agent_record("agent_shaping", ("train_reward", "train_call_frequency",
+                                                       "train_malformed_frequency"))
     benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
     spec = importlib.util.spec_from_file_location("bench_agent_shaping", benchmarks / "agent_shaping.py")
     sys.path.insert(0, str(benchmarks))  # the script imports its neighbours (_runner, agent_credit, agent_tool_use)
@@ -463,26 +470,13 @@ def test_agent_shaping_keeps_every_paired_seed_and_its_unshaped_and_broadcast_ru
         spec.loader.exec_module(module)
     finally:
         sys.path.pop(0)
-    assert conditions == module.CONDITIONS
+    assert saved["conditions"] == module.CONDITIONS
     assert saved["shaping"] == {k: {"credit": v[0], "c": v[1]} for k, v in module.SHAPING.items()}
     assert saved["grpo"] == module.GRPO and saved["shaping"]["rebn"]["c"] == 0.0
-    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
-    rates = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
-    for c, runs in by.items():
-        assert [r["seed"] for r in runs] == seeds, c
-        for key in rates:
-            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
-            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
-        for key in ("train_reward", "train_call_frequency", "train_malformed_frequency"):
-            assert all(len(r[key]) == saved["grpo"]["num_steps"] for r in runs), (c, key)
-        assert all(0.0 <= x <= 1.0 for r in runs for x in r["train_reward"]), c  # the outcome, without the shaping
-    credit = rl.benchmark_results("agent_credit")
-    if credit["torch"] == saved["torch"] and credit["machine"] == saved["machine"]:
-        for mine, theirs in (("rebn", "rebn"), ("broadcast_shaped", "broadcast")):
-            old = {r["seed"]: r for r in credit["runs"] if r["condition"] == theirs}
-            for run in by[mine]:
-                if run["seed"] in old:
-                    assert all(run[k] == old[run["seed"]][k] for k in rates + ("train_reward",)), (mine, run["seed"])
+    for c, runs in by.items():  # the outcome, without the shaping
+        assert all(0.0 <= x <= 1.0 for r in runs for x in r["train_reward"]), c
+    _same_runs_as_agent_credit(saved, [("rebn", "rebn"), ("broadcast_shaped", "broadcast")],
+                               AGENT_RATES + ("train_reward",))
 
 
 def test_agent_echo_trap_keeps_every_paired_seed_and_its_first_hundred_steps_are_the_broadcast_runs():
@@ -490,20 +484,10 @@ def test_agent_echo_trap_keeps_every_paired_seed_and_its_first_hundred_steps_are
     table recomputed from the runs, one value per step of every trace; its ``onepass`` condition is agent_credit's
     ``broadcast`` run for twice the steps, so (same torch and machine) its first 100 steps are that run's, reward
     for reward; the filter kept its share of groups (a filtered step's traces differ from the unfiltered one's)."""
-    saved = rl.benchmark_results("agent_echo_trap")
-    seeds, conditions = saved["seeds"], saved["conditions"]
-    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
-    assert saved["command"].startswith("python benchmarks/agent_echo_trap.py") and "--save" in saved["command"]
-    by = {c: [r for r in saved["runs"] if r["condition"] == c] for c in conditions}
-    rates = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
+    traces = [f"train_{key}" for key in ("reward", "reward_std", "entropy", "grad_norm", "call_frequency",
+                                         "malformed_frequency", "zero_variance_groups")]
+    saved, by = _paired_agent_record("agent_echo_trap", traces, num_steps=lambda saved, c: saved["echo"][c]["num_steps"])
     for c, runs in by.items():
-        assert [r["seed"] for r in runs] == seeds, c
-        for key in rates:
-            assert all(0.0 <= r[key] <= 1.0 for r in runs), (c, key)
-            assert saved["table"][c][key] == pytest.approx(list(rl.mean_ci([r[key] for r in runs])), abs=1e-12)
-        for key in ("reward", "reward_std", "entropy", "grad_norm", "call_frequency", "malformed_frequency",
-                    "zero_variance_groups"):
-            assert all(len(r[f"train_{key}"]) == saved["echo"][c]["num_steps"] for r in runs), (c, key)
         assert all(min(r["train_grad_norm"]) >= 0 and min(r["train_entropy"]) >= 0 for r in runs), c
     assert saved["echo"]["reuse4_filter"]["rollout_filter_ratio"] == 0.25
     assert saved["echo"]["onepass"] == {"num_steps": 200}
