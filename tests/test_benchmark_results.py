@@ -384,6 +384,24 @@ def test_agent_tool_use_keeps_every_paired_seed_and_its_table_follows_from_them(
     assert silent >= 1  # the property is exercised
 
 
+def _benchmark_module(name):
+    """``benchmarks/<name>.py`` loaded as a module (its settings are what a stored record must hold); the scripts
+    import their neighbours (``_runner``, ``agent_credit``, ...), so ``benchmarks/`` is on the path while it loads."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", benchmarks / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(benchmarks))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(benchmarks))
+    return module
+
+
 AGENT_RATES = ("sampled", "greedy", "call_frequency", "malformed_frequency", "digit_accuracy")
 
 
@@ -456,20 +474,9 @@ def test_agent_shaping_keeps_every_paired_seed_and_its_unshaped_and_broadcast_ru
     condition (no shaping) is agent_credit's ``rebn``, and its ``broadcast_shaped`` is agent_credit's
     ``broadcast``: a penalty of 1/4 on the call and a bonus of 1/4 with the last turn leave every episode's total,
     and so broadcast's advantages, exactly unchanged. On the same torch and machine, the same numbers, run for run."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
     saved, by = _paired_agent_record("agent_shaping", ("train_reward", "train_call_frequency",
                                                        "train_malformed_frequency"))
-    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
-    spec = importlib.util.spec_from_file_location("bench_agent_shaping", benchmarks / "agent_shaping.py")
-    sys.path.insert(0, str(benchmarks))  # the script imports its neighbours (_runner, agent_credit, agent_tool_use)
-    try:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.pop(0)
+    module = _benchmark_module("agent_shaping")
     assert saved["conditions"] == module.CONDITIONS
     assert saved["shaping"] == {k: {"credit": v[0], "c": v[1]} for k, v in module.SHAPING.items()}
     assert saved["grpo"] == module.GRPO and saved["shaping"]["rebn"]["c"] == 0.0
@@ -507,14 +514,8 @@ def test_distillation_keeps_every_paired_seed_and_its_configurations_are_the_ben
     (every condition draws prompts_per_step × samples_per_prompt completions per step); and the chain rule behind
     ``own_kl``: the sequence KL is the per-position mean KL weighted by the share of completions reaching each
     position, so it is at least the first position's mean KL."""
-    import importlib.util
-    from pathlib import Path
-
     saved = rl.benchmark_results("distillation")
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "distillation.py"
-    spec = importlib.util.spec_from_file_location("bench_distillation", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("distillation")
     seeds, conditions = saved["seeds"], saved["conditions"]
     assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
     assert saved["command"].startswith("python benchmarks/distillation.py") and "--save" in saved["command"]
@@ -546,15 +547,8 @@ def test_distillation_multi_teacher_keeps_every_paired_seed_and_its_families_par
     script's, accuracies in [0, 1], the table recomputed from the runs; the two families' held-out problems
     partition the 200 evaluation problems (each family's pass@1 is its own evaluation, with its own samples); the
     untrained student does not depend on the seed; each specialist teacher is stored with its accuracy."""
-    import importlib.util
-    from pathlib import Path
-
     saved = rl.benchmark_results("distillation_multi_teacher")
-    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
-    spec = importlib.util.spec_from_file_location("bench_distillation_multi_teacher",
-                                                  benchmarks / "distillation_multi_teacher.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("distillation_multi_teacher")
     seeds, conditions = saved["seeds"], saved["conditions"]
     assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
     assert saved["command"].startswith("python benchmarks/distillation_multi_teacher.py") and "--save" in saved["command"]
